@@ -1,0 +1,16 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+  name: "Concord",
+  platforms: [
+    .macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9), .visionOS(.v1),
+  ],
+  products: [
+    .library(name: "Concord", targets: ["Concord"])
+  ],
+  targets: [
+    .target(name: "Concord")
+  ],
+  swiftLanguageModes: [.v6]
+)
