@@ -10,7 +10,8 @@ let package = Package(
     .library(name: "Concord", targets: ["Concord"])
   ],
   targets: [
-    .target(name: "Concord")
+    .target(name: "Concord"),
+    .testTarget(name: "ConcordTests", dependencies: ["Concord"]),
   ],
   swiftLanguageModes: [.v6]
 )

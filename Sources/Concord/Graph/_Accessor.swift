@@ -1,0 +1,155 @@
+/// How a parent value of type `Root` holds child entities at one key path: how to list them,
+/// how to write a child back, and how to drop one when it is removed.
+///
+/// NB: closures rather than subclasses keep this type final, hence checkably `Sendable`.
+final class _Accessor<Root>: Sendable {
+  /// Hands each child entity in `root` to the expansion, in order, with its position: 0 for a
+  /// single or optional entity, the offset in the collection otherwise.
+  let forEachChild: @Sendable (Root, _Expansion) -> Void
+  /// Writes the current value of `child` (a `_Node<C>`) into `root` at `position`.
+  let write: @Sendable (_AnyNode, Int, inout Root) -> Void
+  /// Removes the children at `positions` (ascending, unique) from `root`.
+  /// `nil` for a non-optional single entity: its parent cannot exist without it.
+  let remove: (@Sendable ([Int], inout Root) -> Void)?
+  /// The nested entity type, to let a schema tell whether it can reach itself.
+  let childType: any (Identifiable & Sendable).Type
+
+  init(
+    childType: any (Identifiable & Sendable).Type,
+    forEachChild: @escaping @Sendable (Root, _Expansion) -> Void,
+    write: @escaping @Sendable (_AnyNode, Int, inout Root) -> Void,
+    remove: (@Sendable ([Int], inout Root) -> Void)?
+  ) {
+    self.childType = childType
+    self.forEachChild = forEachChild
+    self.write = write
+    self.remove = remove
+  }
+}
+
+extension _Accessor {
+  /// A single, non-optional nested entity.
+  static func single<C: Identifiable & Sendable>(_ keyPath: WritableKeyPath<Root, C> & Sendable)
+    -> _Accessor
+  {
+    _Accessor(
+      childType: C.self,
+      forEachChild: { root, expansion in expansion.visit(root[keyPath: keyPath], position: 0) },
+      write: { child, _, root in root[keyPath: keyPath] = _Node<C>._value(of: child) },
+      remove: nil
+    )
+  }
+
+  /// An optional nested entity: removal sets it to `nil`.
+  static func optional<C: Identifiable & Sendable>(_ keyPath: WritableKeyPath<Root, C?> & Sendable)
+    -> _Accessor
+  {
+    _Accessor(
+      childType: C.self,
+      forEachChild: { root, expansion in
+        if let child = root[keyPath: keyPath] { expansion.visit(child, position: 0) }
+      },
+      write: { child, _, root in root[keyPath: keyPath] = _Node<C>._value(of: child) },
+      remove: { _, root in root[keyPath: keyPath] = nil }
+    )
+  }
+
+  /// An array of entities: the fast path for collections.
+  static func array<C: Identifiable & Sendable>(_ keyPath: WritableKeyPath<Root, [C]> & Sendable)
+    -> _Accessor
+  {
+    _Accessor(
+      childType: C.self,
+      forEachChild: { root, expansion in
+        for (offset, child) in root[keyPath: keyPath].enumerated() {
+          expansion.visit(child, position: offset)
+        }
+      },
+      write: { child, position, root in
+        root[keyPath: keyPath][position] = _Node<C>._value(of: child)
+      },
+      remove: { positions, root in
+        root[keyPath: keyPath]._removeOffsets(positions)
+      }
+    )
+  }
+
+  /// An optional array of entities: removal drops elements, never the array itself.
+  static func optionalArray<C: Identifiable & Sendable>(
+    _ keyPath: WritableKeyPath<Root, [C]?> & Sendable
+  ) -> _Accessor {
+    _Accessor(
+      childType: C.self,
+      forEachChild: { root, expansion in
+        guard let children = root[keyPath: keyPath] else { return }
+        for (offset, child) in children.enumerated() {
+          expansion.visit(child, position: offset)
+        }
+      },
+      write: { child, position, root in
+        root[keyPath: keyPath]![position] = _Node<C>._value(of: child)
+      },
+      remove: { positions, root in
+        root[keyPath: keyPath]?._removeOffsets(positions)
+      }
+    )
+  }
+
+  /// Any mutable, range-replaceable collection of entities.
+  ///
+  /// - Complexity: writing back one child is O(*n*) unless `C` is random-access.
+  static func collection<C: MutableCollection & RangeReplaceableCollection & Sendable>(
+    _ keyPath: WritableKeyPath<Root, C> & Sendable
+  ) -> _Accessor where C.Element: Identifiable & Sendable {
+    _Accessor(
+      childType: C.Element.self,
+      forEachChild: { root, expansion in
+        for (offset, child) in root[keyPath: keyPath].enumerated() {
+          expansion.visit(child, position: offset)
+        }
+      },
+      write: { child, position, root in
+        root[keyPath: keyPath]._replace(at: position, with: _Node<C.Element>._value(of: child))
+      },
+      remove: { positions, root in
+        root[keyPath: keyPath]._removeOffsets(positions)
+      }
+    )
+  }
+
+  /// An optional collection of entities: removal drops elements, never the collection itself.
+  static func optionalCollection<C: MutableCollection & RangeReplaceableCollection & Sendable>(
+    _ keyPath: WritableKeyPath<Root, C?> & Sendable
+  ) -> _Accessor where C.Element: Identifiable & Sendable {
+    _Accessor(
+      childType: C.Element.self,
+      forEachChild: { root, expansion in
+        guard let children = root[keyPath: keyPath] else { return }
+        for (offset, child) in children.enumerated() {
+          expansion.visit(child, position: offset)
+        }
+      },
+      write: { child, position, root in
+        root[keyPath: keyPath]!._replace(at: position, with: _Node<C.Element>._value(of: child))
+      },
+      remove: { positions, root in
+        root[keyPath: keyPath]?._removeOffsets(positions)
+      }
+    )
+  }
+}
+
+extension MutableCollection where Self: RangeReplaceableCollection {
+  /// Replaces the element at `offset` elements past `startIndex`.
+  @inline(__always)
+  mutating func _replace(at offset: Int, with element: Element) {
+    self[index(startIndex, offsetBy: offset)] = element
+  }
+
+  /// Removes the elements at the given offsets, which are ascending and unique.
+  mutating func _removeOffsets(_ offsets: [Int]) {
+    for offset in offsets.reversed() {
+      remove(at: index(startIndex, offsetBy: offset))
+    }
+  }
+}

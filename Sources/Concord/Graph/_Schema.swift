@@ -1,0 +1,108 @@
+/// What the map knows about a value type it stores: where its nested entities are and how to
+/// compare two values. Built once per type and shared by every map.
+final class _Schema<Root>: Sendable {
+  /// The nested entities, in the order the type declares them.
+  let accessors: [_Accessor<Root>]
+  /// `==` when `Root` is `Equatable`, found once per type rather than cast per call.
+  let equality: (any _Equality<Root>)?
+
+  private init(accessors: [_Accessor<Root>]) {
+    self.accessors = accessors
+    self.equality = _equality(of: Root.self)
+  }
+
+  /// Whether values of this type hold no nested entity.
+  var isLeaf: Bool { accessors.isEmpty }
+
+  /// Whether a stored value changed: always, unless `Root` is `Equatable` and the values are equal.
+  @inline(__always)
+  func differ(_ old: Root, _ new: Root) -> Bool {
+    guard let equality else { return true }
+    return !equality.equal(old, new)
+  }
+}
+
+extension _Schema where Root: Identifiable & Sendable {
+  /// The schema of an entity type: an ``Aggregate`` exposes its nested entities, any other
+  /// entity has none.
+  ///
+  /// NB: the `Aggregate` check is a dynamic cast, but it runs once per type, not per write, so an
+  /// aggregate reached through a generic `T: Identifiable` is still decomposed.
+  static var entity: _Schema {
+    _SchemaCache.shared.schema(for: Root.self) {
+      guard let aggregate = Root.self as? any Aggregate.Type else { return _Schema(accessors: []) }
+      return _Schema(accessors: _nestedAccessors(of: aggregate, as: Root.self))
+    }
+  }
+}
+
+extension _Schema {
+  /// The schema of a batch handle's value: an array of entities.
+  static func list<T: Identifiable & Sendable>(of _: T.Type) -> _Schema where Root == [T] {
+    _SchemaCache.shared.schema(for: Root.self) { _Schema(accessors: [.array(\[T].self)]) }
+  }
+
+  /// The schema of a single alias: an optional entity.
+  static func alias<T: Identifiable & Sendable>(of _: T.Type) -> _Schema where Root == T? {
+    _SchemaCache.shared.schema(for: Root.self) { _Schema(accessors: [.optional(\T?.self)]) }
+  }
+
+  /// The schema of a collection alias: an optional array of entities.
+  static func aliasList<T: Identifiable & Sendable>(of _: T.Type) -> _Schema where Root == [T]? {
+    _SchemaCache.shared.schema(for: Root.self) { _Schema(accessors: [.optionalArray(\[T]?.self)]) }
+  }
+}
+
+/// The accessors of an aggregate type, opened from its existential metatype.
+private func _nestedAccessors<A: Aggregate, Root>(of _: A.Type, as _: Root.Type) -> [_Accessor<
+  Root
+>] {
+  // NB: A and Root are the same type; the cast runs once per type.
+  A.nestedEntities.map { $0._accessor as! _Accessor<Root> }
+}
+
+/// `==` for values of type `T`.
+protocol _Equality<T>: Sendable {
+  associatedtype T
+  func equal(_ lhs: T, _ rhs: T) -> Bool
+}
+
+/// `==` of an `Equatable` type.
+struct _EquatableEquality<T: Equatable>: _Equality {
+  func equal(_ lhs: T, _ rhs: T) -> Bool { lhs == rhs }
+}
+
+/// `==` for `T`, when `T` is `Equatable`.
+private func _equality<T>(of _: T.Type) -> (any _Equality<T>)? {
+  guard let equatable = T.self as? any Equatable.Type else { return nil }
+  func open<E: Equatable>(_: E.Type) -> any _Equality<T> {
+    // NB: E is T; the cast runs once per type.
+    _EquatableEquality<E>() as! any _Equality<T>
+  }
+  return open(equatable)
+}
+
+/// The process-wide cache of schemas, keyed by value type.
+final class _SchemaCache: @unchecked Sendable {
+  // NB: @unchecked because `schemas` is only touched while holding `lock`.
+  static let shared = _SchemaCache()
+
+  private let lock = Lock()
+  private var schemas: [ObjectIdentifier: AnyObject] = [:]
+
+  /// The cached schema of `Root`, built by `make` the first time it is asked for.
+  func schema<Root>(for _: Root.Type, _ make: () -> _Schema<Root>) -> _Schema<Root> {
+    let key = ObjectIdentifier(Root.self)
+    if let cached = lock.withLock({ schemas[key] }) {
+      return unsafeDowncast(cached, to: _Schema<Root>.self)
+    }
+    // NB: built outside the lock: `nestedEntities` is user code, and a self-referencing
+    // aggregate asks for its own schema only lazily, when a write reaches a nested value.
+    let made = make()
+    return lock.withLock {
+      if let raced = schemas[key] { return unsafeDowncast(raced, to: _Schema<Root>.self) }
+      schemas[key] = made
+      return made
+    }
+  }
+}

@@ -1,0 +1,118 @@
+extension IdentityMap {
+  // MARK: Aliases
+
+  /// Stores an entity and makes it the value of an alias.
+  ///
+  /// The alias holds the entity alive until the alias is removed or set to another entity,
+  /// even when nobody observes it. The entity is stored as by `store(_:modifiedAt:)`; the
+  /// alias slot has a stamp of its own, so a stale write neither replaces the entity nor
+  /// moves the alias.
+  ///
+  /// ```swift
+  /// map.store(me, named: .currentUser)
+  /// ```
+  ///
+  /// - Returns: A handle on the alias: it follows whatever entity the alias names later.
+  @discardableResult
+  public func store<T: Identifiable & Sendable>(
+    _ entity: T, named key: AliasKey<T>, modifiedAt: Stamp? = nil
+  ) -> EntityObserver<T?> {
+    _core.write {
+      _core.observer(
+        for: _core.setAlias(key._id, to: entity, schema: .alias(of: T.self), stamp: modifiedAt))
+    }
+  }
+
+  /// Stores entities and makes them the value of a collection alias.
+  ///
+  /// The alias holds exactly these entities: ones it held before and no longer does are
+  /// released if nothing else holds them.
+  ///
+  /// - Returns: A handle on the alias.
+  @discardableResult
+  public func store<T: Identifiable & Sendable>(
+    _ entities: [T], named key: AliasKey<[T]>, modifiedAt: Stamp? = nil
+  ) -> EntityObserver<[T]?> {
+    _core.write {
+      _core.observer(
+        for: _core.setAlias(
+          key._id, to: entities, schema: .aliasList(of: T.self), stamp: modifiedAt))
+    }
+  }
+
+  /// Stores an aggregate and makes it the value of an alias. See
+  /// ``store(_:named:modifiedAt:)-(T,_,_)``.
+  @discardableResult
+  public func store<T: Aggregate>(_ aggregate: T, named key: AliasKey<T>, modifiedAt: Stamp? = nil)
+    -> EntityObserver<T?>
+  {
+    _core.write {
+      _core.observer(
+        for: _core.setAlias(key._id, to: aggregate, schema: .alias(of: T.self), stamp: modifiedAt))
+    }
+  }
+
+  /// Stores aggregates and makes them the value of a collection alias.
+  @discardableResult
+  public func store<T: Aggregate>(
+    _ aggregates: [T], named key: AliasKey<[T]>, modifiedAt: Stamp? = nil
+  ) -> EntityObserver<[T]?> {
+    _core.write {
+      _core.observer(
+        for: _core.setAlias(
+          key._id, to: aggregates, schema: .aliasList(of: T.self), stamp: modifiedAt))
+    }
+  }
+
+  /// A handle on an alias, set or not.
+  ///
+  /// Its value is `nil` until the alias is set, and it is notified when it is set later.
+  ///
+  /// ```swift
+  /// let user = map.find(named: .currentUser)
+  /// let subscription = user.observe { print("signed in as", $0?.name ?? "nobody") }
+  /// ```
+  public func find<T: Identifiable & Sendable>(named key: AliasKey<T>) -> EntityObserver<T?> {
+    _core.read { _core.observer(for: _core.aliasNode(key._id, schema: .alias(of: T.self))) }
+  }
+
+  /// A handle on a collection alias, set or not. Its value is `nil` until the alias is set.
+  public func find<T: Identifiable & Sendable>(named key: AliasKey<[T]>) -> EntityObserver<[T]?> {
+    _core.read { _core.observer(for: _core.aliasNode(key._id, schema: .aliasList(of: T.self))) }
+  }
+
+  /// Reads, modifies and writes back the entity an alias names, atomically.
+  ///
+  /// The result is stored as by `store(_:named:modifiedAt:)`, so changing its `id` points the
+  /// alias at that entity. `body` runs while the map is locked, as for
+  /// ``update(_:id:modifiedAt:_:)``.
+  ///
+  /// - Returns: `false` if the alias is not set, `true` otherwise (also when the stamp is stale;
+  ///   then `body` does not run).
+  @discardableResult
+  public func update<T: Identifiable & Sendable>(
+    named key: AliasKey<T>, modifiedAt: Stamp? = nil, _ body: (inout T) -> Void
+  ) -> Bool {
+    _core.write { _core.updateAlias(key._id, stamp: modifiedAt, body) }
+  }
+
+  /// Reads, modifies and writes back the entities of a collection alias, atomically.
+  ///
+  /// Elements added are stored; elements no longer in the array are released if nothing else
+  /// holds them.
+  ///
+  /// - Returns: `false` if the alias is not set, `true` otherwise.
+  @discardableResult
+  public func update<T: Identifiable & Sendable>(
+    named key: AliasKey<[T]>, modifiedAt: Stamp? = nil, _ body: (inout [T]) -> Void
+  ) -> Bool {
+    _core.write { _core.updateAlias(key._id, stamp: modifiedAt, body) }
+  }
+
+  /// Empties an alias: its handles see `nil`, and what it held is released if nothing else
+  /// holds it. The alias's stamp is forgotten too. Removing an alias that is not set does
+  /// nothing.
+  public func removeAlias<T>(named key: AliasKey<T>) {
+    _core.write { _core.removeAlias(key._id) }
+  }
+}

@@ -1,0 +1,110 @@
+extension IdentityMap {
+  /// The writes of one ``IdentityMap/transaction(_:)``.
+  ///
+  /// It offers the map's own methods; their writes are part of the transaction. It is only
+  /// valid inside the transaction's body: using it afterwards stops the program.
+  public struct Transaction {
+    let map: IdentityMap
+    let serial: Int
+
+    private func checkOpen() {
+      precondition(
+        map._core.read { map._core.isOpen(transaction: serial) },
+        "IdentityMap.Transaction used outside the body of its transaction")
+    }
+
+    /// Stores an entity, or an aggregate and its nested entities, in the transaction.
+    @discardableResult
+    public func store<T: Identifiable & Sendable>(_ entity: T, modifiedAt: Stamp? = nil)
+      -> EntityObserver<T>
+    {
+      checkOpen()
+      return map._core.write { map._core.observer(for: map._core.store(entity, stamp: modifiedAt)) }
+    }
+
+    /// Stores entities in the transaction and returns one handle following all of them.
+    @discardableResult
+    public func store<T: Identifiable & Sendable>(_ entities: [T], modifiedAt: Stamp? = nil)
+      -> EntityObserver<[T]>
+    {
+      checkOpen()
+      return map.store(entities, modifiedAt: modifiedAt)
+    }
+
+    /// Stores an entity and makes it the value of an alias, in the transaction.
+    @discardableResult
+    public func store<T: Identifiable & Sendable>(
+      _ entity: T, named key: AliasKey<T>, modifiedAt: Stamp? = nil
+    ) -> EntityObserver<T?> {
+      checkOpen()
+      return map.store(entity, named: key, modifiedAt: modifiedAt)
+    }
+
+    /// Stores entities and makes them the value of a collection alias, in the transaction.
+    @discardableResult
+    public func store<T: Identifiable & Sendable>(
+      _ entities: [T], named key: AliasKey<[T]>, modifiedAt: Stamp? = nil
+    ) -> EntityObserver<[T]?> {
+      checkOpen()
+      return map.store(entities, named: key, modifiedAt: modifiedAt)
+    }
+
+    /// A handle on a stored entity, as the transaction sees it so far.
+    public func find<T: Identifiable & Sendable>(_ type: T.Type, id: T.ID) -> EntityObserver<T>? {
+      checkOpen()
+      return map.find(type, id: id)
+    }
+
+    /// A handle on an alias, as the transaction sees it so far.
+    public func find<T: Identifiable & Sendable>(named key: AliasKey<T>) -> EntityObserver<T?> {
+      checkOpen()
+      return map.find(named: key)
+    }
+
+    /// A handle on a collection alias, as the transaction sees it so far.
+    public func find<T: Identifiable & Sendable>(named key: AliasKey<[T]>) -> EntityObserver<[T]?> {
+      checkOpen()
+      return map.find(named: key)
+    }
+
+    /// Updates a stored entity in the transaction. Returns `false` if it is absent.
+    @discardableResult
+    public func update<T: Identifiable & Sendable>(
+      _ type: T.Type, id: T.ID, modifiedAt: Stamp? = nil, _ body: (inout T) -> Void
+    ) -> Bool {
+      checkOpen()
+      return map.update(type, id: id, modifiedAt: modifiedAt, body)
+    }
+
+    /// Updates the entity an alias names, in the transaction. Returns `false` if it is not set.
+    @discardableResult
+    public func update<T: Identifiable & Sendable>(
+      named key: AliasKey<T>, modifiedAt: Stamp? = nil, _ body: (inout T) -> Void
+    ) -> Bool {
+      checkOpen()
+      return map.update(named: key, modifiedAt: modifiedAt, body)
+    }
+
+    /// Updates the entities of a collection alias, in the transaction. Returns `false` if it
+    /// is not set.
+    @discardableResult
+    public func update<T: Identifiable & Sendable>(
+      named key: AliasKey<[T]>, modifiedAt: Stamp? = nil, _ body: (inout [T]) -> Void
+    ) -> Bool {
+      checkOpen()
+      return map.update(named: key, modifiedAt: modifiedAt, body)
+    }
+
+    /// Removes an entity in the transaction.
+    public func remove<T: Identifiable & Sendable>(_ type: T.Type, id: T.ID) {
+      checkOpen()
+      map.remove(type, id: id)
+    }
+
+    /// Removes an alias in the transaction.
+    public func removeAlias<T>(named key: AliasKey<T>) {
+      checkOpen()
+      map.removeAlias(named: key)
+    }
+  }
+}

@@ -1,0 +1,242 @@
+/// An identity map: one freshest value per entity, shared by every holder, thread-safe.
+///
+/// Store what you decode; every handle, subscription and aggregate holding an entity sees its
+/// newest value and is told when it changes. An entity stays in the map while something holds
+/// it (a handle, a subscription, an alias, or a live aggregate containing it) and leaves by
+/// itself when the last holder goes.
+///
+/// ```swift
+/// let map = IdentityMap()
+///
+/// let author = map.store(Author(id: 1, name: "Ursula"))      // a handle: keeps it alive
+/// map.find(Author.self, id: 1)?.value.name                     // "Ursula"
+///
+/// let subscription = author.observe { print("now:", $0.name) }
+/// map.store(Author(id: 1, name: "Ursula K. Le Guin"), modifiedAt: 2)  // prints "now: …"
+/// map.store(Author(id: 1, name: "U."), modifiedAt: 1)         // stale: discarded, nobody told
+/// ```
+///
+/// Every method may be called from any thread. Writes are serialized by one lock; callbacks run
+/// after the lock is released, on the writing thread, before the write returns.
+public final class IdentityMap: Sendable {
+  let _core: _MapCore
+
+  /// Creates an empty map.
+  ///
+  /// - Parameter logger: Receives what the map does: stores, stale writes it refused, removals,
+  ///   releases, alias changes. ``PrintLogger`` prints them.
+  public init(logger: (any IdentityMapLogger)? = nil) {
+    _core = _MapCore(logger: logger)
+  }
+
+  // MARK: Storing
+
+  /// Inserts or replaces an entity and returns a handle on it.
+  ///
+  /// Every holder of the entity (handles, subscriptions, aggregates containing it) sees the new
+  /// value. A write stamped no newer than the stored stamp is discarded, and the handle shows
+  /// the stored value; see ``Stamp``.
+  ///
+  /// The entity stays in the map while the handle, or something else, holds it:
+  /// `_ = map.store(x)` keeps nothing.
+  ///
+  /// ```swift
+  /// let author = map.store(decoded, modifiedAt: response.updatedAt)
+  /// ```
+  ///
+  /// - Complexity: O(1) for an entity without nested entities, plus O(parents touched) when
+  ///   the value changed.
+  @discardableResult
+  public func store<T: Identifiable & Sendable>(_ entity: T, modifiedAt: Stamp? = nil)
+    -> EntityObserver<T>
+  {
+    _core.write { _core.observer(for: _core.store(entity, stamp: modifiedAt)) }
+  }
+
+  /// Inserts or replaces an aggregate and every entity nested in it, and returns a handle.
+  ///
+  /// Each nested entity is stored on its own with the same stamp; one whose stored stamp is
+  /// newer keeps its value, and the aggregate shows that value. See ``Aggregate``.
+  ///
+  /// - Complexity: O(nested entities + parents touched).
+  @discardableResult
+  public func store<T: Aggregate>(_ aggregate: T, modifiedAt: Stamp? = nil) -> EntityObserver<T> {
+    _core.write { _core.observer(for: _core.store(aggregate, stamp: modifiedAt)) }
+  }
+
+  /// Stores each entity and returns one handle following all of them.
+  ///
+  /// The handle's value is the array in the order given, each element showing its entity's
+  /// current value; it changes when any of them changes, and drops an element that is removed.
+  /// When an id appears more than once, the last occurrence is the one stored, and every
+  /// position holding that id shows it.
+  ///
+  /// - Complexity: O(*n*) for *n* entities, plus their parents touched.
+  @discardableResult
+  public func store<T: Identifiable & Sendable>(_ entities: [T], modifiedAt: Stamp? = nil)
+    -> EntityObserver<[T]>
+  {
+    _core.write { _core.observer(for: _core.storeList(entities, stamp: modifiedAt)) }
+  }
+
+  /// Stores each aggregate and its nested entities, and returns one handle following all of
+  /// them. See ``store(_:modifiedAt:)-([T],_)``.
+  @discardableResult
+  public func store<T: Aggregate>(_ aggregates: [T], modifiedAt: Stamp? = nil) -> EntityObserver<
+    [T]
+  > {
+    _core.write { _core.observer(for: _core.storeList(aggregates, stamp: modifiedAt)) }
+  }
+
+  // MARK: Finding
+
+  /// A handle on the stored entity of type `type` with id `id`, or `nil` if there is none.
+  ///
+  /// The handle holds the entity alive from now on.
+  ///
+  /// - Complexity: O(1).
+  public func find<T: Identifiable & Sendable>(_ type: T.Type, id: T.ID) -> EntityObserver<T>? {
+    _core.read {
+      guard let node = _core.table(for: T.self).nodes[id] else { return nil }
+      return _core.observer(for: node)
+    }
+  }
+
+  // MARK: Updating
+
+  /// Reads, modifies and writes back a stored entity, atomically.
+  ///
+  /// `body` runs while the map is locked, so keep it short and pure. It may call the map (its
+  /// writes join this one), but it must not wait for another thread that uses the map. When
+  /// `T` is an ``Aggregate``, the result is decomposed again, as by `store`.
+  ///
+  /// ```swift
+  /// map.update(Author.self, id: 1, modifiedAt: event.stamp) { $0.name = event.name }
+  /// ```
+  ///
+  /// - Returns: `false` if no such entity is stored (nothing is created), `true` otherwise,
+  ///   including when the stamp is stale (then `body` does not run).
+  /// - Note: If `body` changes the `id`, the result is stored as the entity with the new id,
+  ///   and the one with the old id is left as it was.
+  @discardableResult
+  public func update<T: Identifiable & Sendable>(
+    _ type: T.Type, id: T.ID, modifiedAt: Stamp? = nil, _ body: (inout T) -> Void
+  ) -> Bool {
+    _core.write { _core.update(T.self, id: id, stamp: modifiedAt, body) }
+  }
+
+  // MARK: Removing
+
+  /// Removes an entity from the map.
+  ///
+  /// Its handles report `isRemoved` and keep its last value; its streams finish. Aggregates
+  /// drop it from collections and set optional references to `nil`; an aggregate holding it in
+  /// a non-optional property is removed too, and so on up. Batch handles drop it; an alias
+  /// holding it becomes empty. Removing an absent entity does nothing.
+  ///
+  /// - Complexity: O(the entity's links + ancestors touched).
+  public func remove<T: Identifiable & Sendable>(_ type: T.Type, id: T.ID) {
+    _core.write {
+      guard let node = _core.table(for: T.self).nodes[id] else { return }
+      _core.remove([node])
+    }
+  }
+
+  /// Removes every entity, as `remove` does one by one, and every alias.
+  ///
+  /// - Complexity: O(entities + links).
+  public func removeAll() {
+    _core.write { _core.removeAll() }
+  }
+
+  // MARK: Transactions
+
+  /// Applies every write made in `body` atomically: other threads see all of them or none, and
+  /// each subscriber is told once, after the commit, with its final value.
+  ///
+  /// ```swift
+  /// map.transaction { transaction in
+  ///   for event in burst {
+  ///     transaction.update(Author.self, id: event.authorID) { $0.name = event.name }
+  ///   }
+  /// }
+  /// ```
+  ///
+  /// If `body` throws, every write it made is rolled back, nobody is told anything, and the
+  /// error is rethrown. Handles it obtained on entities that the rollback takes out report
+  /// `isRemoved`.
+  ///
+  /// `body` runs while the map is locked: it may call the map directly too (those writes join
+  /// the transaction), but it must not wait for another thread that uses the map.
+  /// Transactions nest: an inner one that throws rolls back only its own writes.
+  public func transaction<R>(_ body: (Transaction) throws -> R) rethrows -> R {
+    try _core.write {
+      let savepoint = _core.beginTransaction()
+      do {
+        let result = try body(Transaction(map: self, serial: savepoint.transaction))
+        _core.commitTransaction(savepoint)
+        return result
+      } catch {
+        _core.rollBack(to: savepoint)
+        throw error
+      }
+    }
+  }
+
+  // MARK: Diagnostics
+
+  /// The number of live entities, all types together. Alias slots and batch handles are not
+  /// entities and are not counted.
+  public var count: Int {
+    _core.read { _core.liveCount }
+  }
+}
+
+extension _MapCore {
+  /// A new public handle on `node`.
+  @inline(__always)
+  func observer<Value>(for node: _Node<Value>) -> EntityObserver<Value> {
+    EntityObserver(handle(for: node))
+  }
+
+  /// Stores `entities` behind a new batch list node.
+  func storeList<T: Identifiable & Sendable>(_ entities: [T], stamp: Stamp?) -> _Node<[T]> {
+    let list = _Node(value: entities)
+    list.epoch = epochCounter
+    writeTree(into: list, payload: entities, schema: .list(of: T.self), stamp: stamp)
+    return list
+  }
+
+  /// See `IdentityMap.update(_:id:modifiedAt:_:)`.
+  func update<T: Identifiable & Sendable>(
+    _: T.Type, id: T.ID, stamp: Stamp?, _ body: (inout T) -> Void
+  ) -> Bool {
+    let table = table(for: T.self)
+    guard let node = table.nodes[id] else { return false }
+    guard node.stamp._admits(stamp) else {
+      logStale(node, incoming: stamp)
+      return true
+    }
+    var value = node.value
+    body(&value)
+    // NB: the body may have removed the entity through a nested write.
+    guard !node.flags.contains(.removed) else { return false }
+    if value.id != id {
+      _ = store(value, stamp: stamp)
+    } else if table.schema.isLeaf {
+      writeLeaf(node, value, stamp: stamp, schema: table.schema)
+    } else {
+      writeTree(into: node, payload: value, schema: table.schema, stamp: stamp)
+    }
+    return true
+  }
+
+  /// Removes every entity, then every alias.
+  func removeAll() {
+    var nodes: [_AnyNode] = []
+    nodes.reserveCapacity(liveCount)
+    forEachEntityNode { nodes.append($0) }
+    remove(nodes)
+    for id in aliases.keys { removeAlias(id) }
+  }
+}

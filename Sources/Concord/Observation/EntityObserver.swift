@@ -1,0 +1,111 @@
+/// A handle on one stored value: an entity, the entities of a batch store, or an alias.
+///
+/// The handle reads the map live and keeps what it observes alive: as long as a copy of it
+/// exists, `find` still finds the entity. Copies are cheap and share one hold.
+///
+/// ```swift
+/// let author = map.store(Author(id: 1, name: "Ursula"))
+/// author.value.name                      // "Ursula"
+///
+/// let subscription = author.observe { author in
+///   print("renamed to", author.name)
+/// }
+/// map.update(Author.self, id: 1) { $0.name = "Ursula K. Le Guin" }   // prints, before returning
+///
+/// for await author in author.values {    // the current value, then every change
+///   print(author.name)
+/// }
+/// ```
+public struct EntityObserver<Value: Sendable>: Sendable {
+  let _handle: _Handle<Value>
+
+  init(_ handle: _Handle<Value>) {
+    _handle = handle
+  }
+
+  /// The current value, read from the map.
+  ///
+  /// After the entity is removed, this is its last value.
+  public var value: Value {
+    _handle.core.read { _handle.node.value }
+  }
+
+  /// Calls `onChange` with each change committed after this call.
+  ///
+  /// Delivery is synchronous: on the thread that wrote, after the map's lock is released, before
+  /// the write returns. An `Equatable` value that did not change is not delivered, and a
+  /// transaction delivers once, its final value. The callback may read and write the map and
+  /// cancel its own subscription.
+  ///
+  /// Values reach one subscriber one at a time and never out of order. If a change arrives while
+  /// the callback is still running (a write from inside the callback, or another thread writing
+  /// at the same moment), it waits; only the newest waiting change is kept, and it is delivered
+  /// as soon as the running callback returns, by the thread that ran it.
+  ///
+  /// The subscription holds the value alive until it is cancelled or deinitialized.
+  ///
+  /// - Returns: A subscription. Keep it: releasing it cancels the observation.
+  public func observe(_ onChange: @escaping @Sendable (Value) -> Void) -> Subscription {
+    let core = _handle.core
+    let node = _handle.node
+    let subscriber = core.read {
+      let subscriber = _Subscriber<Value>(lastVersion: node.epoch, onValue: onChange)
+      core.attach(subscriber, to: node)
+      return subscriber
+    }
+    return Subscription(core: core, node: node, subscriber: subscriber)
+  }
+
+  /// The current value, then each committed change.
+  ///
+  /// The stream keeps only the newest value when its reader lags behind. For a single entity it
+  /// finishes when the entity is removed (at once if it already is). Ending the iteration, or
+  /// dropping the stream, cancels the underlying subscription.
+  public var values: AsyncStream<Value> {
+    let (stream, continuation) = AsyncStream.makeStream(
+      of: Value.self, bufferingPolicy: .bufferingNewest(1))
+    let core = _handle.core
+    let node = _handle.node
+    let subscriber = _Subscriber<Value>(
+      lastVersion: 0, onValue: { continuation.yield($0) }, onFinish: { continuation.finish() })
+    let (value, version, isRemoved) = core.read {
+      core.attach(subscriber, to: node)
+      return (node.value, node.epoch, node.flags.contains(.removed))
+    }
+    let subscription = Subscription(core: core, node: node, subscriber: subscriber)
+    continuation.onTermination = { _ in subscription.cancel() }
+    // NB: the first value goes through the ordered path, so that a change committed meanwhile
+    // and delivered first is never followed by this older value.
+    subscriber.deliver(value, version: version, core.deliveryLock)
+    if isRemoved { subscriber.finish(core.deliveryLock) }
+    return stream
+  }
+}
+
+extension EntityObserver where Value: Identifiable {
+  /// Whether the entity was removed from the map.
+  ///
+  /// A removed entity's handle keeps its last value, its streams are finished, and its
+  /// callbacks are never called again. Storing the same id later creates a new entity, which
+  /// this handle does not follow.
+  public var isRemoved: Bool {
+    _handle.core.read { _handle.node.flags.contains(.removed) }
+  }
+}
+
+/// The object every `EntityObserver` copy of one node shares. While it lives it counts as one
+/// hold on the node; its deinit gives the hold back.
+final class _Handle<Value: Sendable>: Sendable {
+  let core: _MapCore
+  // NB: nonisolated(unsafe): the node is only touched while holding `core.lock`.
+  nonisolated(unsafe) let node: _Node<Value>
+
+  init(core: _MapCore, node: _Node<Value>) {
+    self.core = core
+    self.node = node
+  }
+
+  deinit {
+    core.releaseHandle(of: node)
+  }
+}

@@ -1,0 +1,79 @@
+/// An observation that lasts until it is cancelled or released.
+///
+/// ```swift
+/// var subscriptions = Set<Subscription>()
+/// author.observe { print($0.name) }.store(in: &subscriptions)
+/// ```
+///
+/// A subscription holds the observed value alive, like a handle does.
+public final class Subscription: Hashable, Sendable {
+  private let core: _MapCore
+  // NB: nonisolated(unsafe): the node is only touched while holding `core.lock`, the
+  // subscriber's delivery state while holding `core.deliveryLock`.
+  nonisolated(unsafe) private let node: _AnyNode
+  nonisolated(unsafe) private let subscriber: _AnySubscriber
+
+  init(core: _MapCore, node: _AnyNode, subscriber: _AnySubscriber) {
+    self.core = core
+    self.node = node
+    self.subscriber = subscriber
+  }
+
+  deinit {
+    cancel()
+  }
+
+  /// Stops the observation and releases its hold on the value.
+  ///
+  /// No callback starts after `cancel()` returns; one already running on another thread
+  /// finishes. Calling it again does nothing. It is safe from any thread and from inside the
+  /// callback itself.
+  public func cancel() {
+    core.cancel(subscriber, on: node)
+  }
+
+  /// Keeps this subscription in `set`, so that it lives as long as the set holds it.
+  public func store(in set: inout Set<Subscription>) {
+    set.insert(self)
+  }
+
+  /// Subscriptions are equal when they are the same object.
+  public static func == (lhs: Subscription, rhs: Subscription) -> Bool {
+    lhs === rhs
+  }
+
+  /// Hashes the subscription's identity.
+  public func hash(into hasher: inout Hasher) {
+    hasher.combine(ObjectIdentifier(self))
+  }
+}
+
+extension _MapCore {
+  /// Adds `subscriber` to `node`: it holds the node from now on.
+  func attach(_ subscriber: _AnySubscriber, to node: _AnyNode) {
+    node.ensuredExtras.subscribers.append(subscriber)
+    node.externalHolds += 1
+  }
+
+  /// Cancels `subscriber` and gives back its hold on `node`.
+  func cancel(_ subscriber: _AnySubscriber, on node: _AnyNode) {
+    guard subscriber.cancel(deliveryLock) else { return }
+    write {
+      if depth > 1 {
+        // NB: see `releaseHandle(of:)`.
+        deferred.append(.cancel(node, subscriber))
+      } else {
+        detach(subscriber, from: node)
+      }
+    }
+  }
+
+  /// Removes `subscriber` from `node`. Its callback is released only after the lock.
+  func detach(_ subscriber: _AnySubscriber, from node: _AnyNode) {
+    guard let extras = node.extras,
+      let index = extras.subscribers.firstIndex(where: { $0 === subscriber })
+    else { return }
+    batch.graveyard.append(extras.subscribers.remove(at: index))
+    dropExternalHold(on: node)
+  }
+}

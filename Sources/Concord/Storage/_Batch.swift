@@ -1,0 +1,121 @@
+/// What the current outermost write has collected: what to tell once the lock is released, what
+/// to check before, and how to undo it while a transaction is open.
+struct _Batch {
+  /// Nodes with subscribers whose value changed, in the order they first changed.
+  var changed: [_AnyNode] = []
+  /// Removed nodes with subscribers: their streams finish.
+  var removed: [_AnyNode] = []
+  /// Log events, rendered after the lock is released. Empty without a logger.
+  var events: [() -> IdentityMapEvent] = []
+  /// Nodes that lost their last external hold; see `settleLifetimes`.
+  var candidates: [_AnyNode] = []
+  /// Objects to release only after the lock is released, such as cancelled callbacks.
+  var graveyard: [AnyObject] = []
+  /// How to revert each mutation, recorded while a transaction is open.
+  var undo: [_Undo] = []
+  /// The open transactions, innermost last.
+  var transactions: [Int] = []
+  /// Set while reverting, so that reverting records nothing.
+  var isRollingBack = false
+
+  /// Whether mutations must be recorded in `undo`.
+  @inline(__always)
+  var recordsUndo: Bool { !transactions.isEmpty && !isRollingBack }
+
+  /// Hands over what must happen after the lock is released, and starts afresh.
+  ///
+  /// NB: only moves references: nothing is released here, under the lock.
+  mutating func takeOutcome() -> _Outcome {
+    var deliveries: [_Delivery] = []
+    for node in changed {
+      node.flags.remove(.queued)
+      if let delivery = node.makeDelivery() { deliveries.append(delivery) }
+    }
+    for node in removed {
+      if let subscribers = node.extras?.subscribers, !subscribers.isEmpty {
+        deliveries.append(_FinishDelivery(subscribers: subscribers))
+      }
+    }
+    let outcome = _Outcome(
+      deliveries: deliveries, events: events, changed: changed, removed: removed,
+      graveyard: graveyard, undo: undo)
+    changed = []
+    removed = []
+    events = []
+    graveyard = []
+    undo = []
+    return outcome
+  }
+}
+
+/// A point to roll back to: how long each log of the batch was when a transaction began.
+struct _Savepoint {
+  let transaction: Int
+  let undo: Int
+  let changed: Int
+  let removed: Int
+  let events: Int
+}
+
+/// How to revert one mutation.
+enum _Undo {
+  /// Restores a node's value and stamp.
+  case value(() -> Void)
+  /// Restores a node's links to its children.
+  case links(_AnyNode, [_ChildLink])
+  /// Takes out an entity node the transaction created.
+  case inserted(_AnyNode)
+  /// Puts back a node the transaction removed.
+  case removed(_AnyNode, wasRegistered: Bool)
+  /// Restores an alias anchor.
+  case anchor(_AnyNode, wasAnchored: Bool)
+}
+
+extension _MapCore {
+  /// Opens a transaction inside the current write.
+  func beginTransaction() -> _Savepoint {
+    transactionSerial += 1
+    batch.transactions.append(transactionSerial)
+    return _Savepoint(
+      transaction: transactionSerial, undo: batch.undo.count, changed: batch.changed.count,
+      removed: batch.removed.count, events: batch.events.count)
+  }
+
+  /// Closes the innermost transaction, keeping its writes. An enclosing transaction can still
+  /// revert them.
+  func commitTransaction(_: _Savepoint) {
+    batch.transactions.removeLast()
+  }
+
+  /// Closes the innermost transaction and reverts every mutation it made, in reverse order.
+  func rollBack(to savepoint: _Savepoint) {
+    batch.isRollingBack = true
+    while batch.undo.count > savepoint.undo {
+      switch batch.undo.removeLast() {
+      case .value(let restore):
+        restore()
+      case .links(let node, let links):
+        relink(node, to: links)
+      case .inserted(let node):
+        node.unregister(from: self)
+        node.flags.insert(.removed)
+      case .removed(let node, let wasRegistered):
+        node.flags.remove(.removed)
+        if wasRegistered { node.reregister(in: self) }
+      case .anchor(let node, let wasAnchored):
+        setAnchor(node, wasAnchored)
+      }
+    }
+    batch.isRollingBack = false
+    for node in batch.changed[savepoint.changed...] { node.flags.remove(.queued) }
+    batch.changed.removeSubrange(savepoint.changed...)
+    batch.removed.removeSubrange(savepoint.removed...)
+    batch.events.removeSubrange(savepoint.events...)
+    batch.transactions.removeLast()
+  }
+
+  /// Whether the transaction numbered `serial` is still open.
+  func isOpen(transaction serial: Int) -> Bool {
+    batch.transactions.contains(serial)
+  }
+}

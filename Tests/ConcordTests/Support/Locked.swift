@@ -1,0 +1,43 @@
+import Foundation
+
+/// A value shared with `@Sendable` callbacks, guarded by a lock.
+final class Locked<Value>: @unchecked Sendable {
+  // NB: @unchecked because `stored` is only touched while holding `lock`.
+  private let lock = NSLock()
+  private var stored: Value
+
+  init(_ value: Value) {
+    stored = value
+  }
+
+  var value: Value {
+    lock.lock()
+    defer { lock.unlock() }
+    return stored
+  }
+
+  @discardableResult
+  func withValue<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+    lock.lock()
+    defer { lock.unlock() }
+    return try body(&stored)
+  }
+}
+
+extension Locked where Value: RangeReplaceableCollection {
+  /// Appends one element.
+  func append(_ element: Value.Element) {
+    withValue { $0.append(element) }
+  }
+}
+
+extension Locked where Value == Int {
+  /// Adds one and returns the new value.
+  @discardableResult
+  func increment() -> Int {
+    withValue {
+      $0 += 1
+      return $0
+    }
+  }
+}
