@@ -12,6 +12,7 @@ let package = Package(
   targets: [
     .target(name: "Concord"),
     .testTarget(name: "ConcordTests", dependencies: ["Concord"]),
+    .testTarget(name: "ReadmeTests", dependencies: ["Concord"]),
   ],
   swiftLanguageModes: [.v6]
 )
