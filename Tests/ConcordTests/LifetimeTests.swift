@@ -51,9 +51,12 @@ struct LifetimeTests {
 
   @Test func findHoldsAnEntityAgain() {
     let map = IdentityMap()
-    var stored: EntityObserver<Author>? = map.store(Author(id: 1, name: "A"))
-    let found = map.find(Author.self, id: 1)
-    stored = nil
+    let found: EntityObserver<Author>?
+    do {
+      let stored = map.store(Author(id: 1, name: "A"))
+      found = map.find(Author.self, id: 1)
+      #expect(stored.value.name == "A")
+    }
     #expect(map.count == 1)
     #expect(found?.value.name == "A")
   }
@@ -112,9 +115,11 @@ struct LifetimeTests {
 
   @Test func lastReleaseInADeinit() {
     let map = IdentityMap()
-    var screen: Screen? = Screen(author: map.store(Author(id: 1, name: "A")))
-    #expect(map.count == 1)
-    screen = nil
+    do {
+      let screen = Screen(author: map.store(Author(id: 1, name: "A")))
+      #expect(map.count == 1)
+      #expect(screen.author.value.name == "A")
+    }
     #expect(map.count == 0)
   }
 

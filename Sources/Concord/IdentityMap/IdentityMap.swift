@@ -169,6 +169,10 @@ public final class IdentityMap: Sendable {
   /// `body` runs while the map is locked: it may call the map directly too (those writes join
   /// the transaction), but it must not wait for another thread that uses the map.
   /// Transactions nest: an inner one that throws rolls back only its own writes.
+  ///
+  /// The result is discardable, so that a one-line body such as
+  /// `map.transaction { $0.update(Author.self, id: 1) { $0.name = "A" } }` needs no `_ =`.
+  @discardableResult
   public func transaction<R>(_ body: (Transaction) throws -> R) rethrows -> R {
     try _core.write {
       let savepoint = _core.beginTransaction()
