@@ -184,8 +184,16 @@ class _Node<Value: Sendable>: _AnyNode {
 
   final override func patch(slot: Int) {
     let link = extras.unsafelyUnwrapped.children[slot]
-    unsafeDowncast(link.accessor, to: _Accessor<Value>.self).write(
-      link.child, link.position, &value)
+    let accessor = unsafeDowncast(link.accessor, to: _Accessor<Value>.self)
+    guard link.child !== self else {
+      // NB: a value holding its own entity (a member among its friends) reads itself while
+      // being written: write into a copy.
+      var copy = value
+      accessor.write(link.child, link.position, &copy)
+      value = copy
+      return
+    }
+    accessor.write(link.child, link.position, &value)
   }
 
   final override func requiresChild(atSlot slot: Int) -> Bool {
