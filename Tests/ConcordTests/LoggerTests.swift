@@ -67,6 +67,7 @@ struct LoggerTests {
     logger.map.withValue { $0 = map }
     let handle = map.store(Author(id: 1, name: "A"))
     #expect(logger.counts.value == [1])
+    logger.map.withValue { $0 = nil }
     _ = handle
   }
 

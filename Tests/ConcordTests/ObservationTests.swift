@@ -253,3 +253,37 @@ struct ObservationTests {
     #expect(await iterator.next() == .some(User(id: 1, name: "Ged")))
   }
 }
+
+/// An object whose release a test can watch.
+final class Tracker: Sendable {}
+
+@Suite("Observation: releasing callbacks")
+struct CallbackReleaseTests {
+  @Test func cancellingReleasesTheCallbackAndWhatItCaptured() {
+    let map = IdentityMap()
+    let author = map.store(Author(id: 1, name: "A"))
+    weak var tracker: Tracker?
+    let subscription: Subscription
+    do {
+      let captured = Tracker()
+      tracker = captured
+      subscription = author.observe { _ in _ = captured }
+    }
+    #expect(tracker != nil)
+    subscription.cancel()
+    #expect(tracker == nil)
+  }
+
+  @Test func aCallbackThatCapturesItsOwnSubscriptionDoesNotLeakTheMap() {
+    weak var core: _MapCore?
+    do {
+      let map = IdentityMap()
+      core = map._core
+      let author = map.store(Author(id: 1, name: "A"))
+      let slot = Locked<Subscription?>(nil)
+      slot.withValue { $0 = author.observe { _ in slot.value?.cancel() } }
+      map.store(Author(id: 1, name: "B"))
+    }
+    #expect(core == nil)
+  }
+}

@@ -57,8 +57,11 @@ extension _MapCore {
 
   /// Cancels `subscriber` and gives back its hold on `node`.
   func cancel(_ subscriber: _AnySubscriber, on node: _AnyNode) {
-    guard subscriber.cancel(deliveryLock) else { return }
+    guard case .some(let dropped) = subscriber.cancel(deliveryLock) else { return }
     write {
+      // NB: the dropped callback goes with the batch, released after the outermost frame
+      // unlocks: its captures' deinits are user code.
+      batch.graveyard.append(dropped as AnyObject)
       if depth > 1 {
         // NB: see `releaseHandle(of:)`.
         deferred.append(.cancel(node, subscriber))

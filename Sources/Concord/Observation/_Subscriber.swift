@@ -7,54 +7,69 @@
 /// So no callback re-enters itself and no writer ever blocks on a callback.
 ///
 /// The delivery state is guarded by the map's `deliveryLock`, which is never held while calling
-/// out.
+/// out or releasing a callback.
+@usableFromInline
 class _AnySubscriber {
   /// The version of the newest value accepted for delivery.
   final var lastVersion: UInt64
   /// Whether a thread is inside this subscriber's delivery loop.
   final var isDelivering = false
+  /// Cancelled or finished: nothing more is delivered.
+  final var isClosed = false
+  /// Cancelled: the subscription let go of the node, or is about to.
   final var isCancelled = false
-  final var isFinished = false
   /// Whether the stream must finish once the parked values are delivered.
   final var finishIsPending = false
-  /// Finishes a stream; `nil` for a callback.
-  final let onFinish: (@Sendable () -> Void)?
+  /// Finishes a stream; `nil` for a callback, and once closed.
+  final var onFinish: (@Sendable () -> Void)?
 
   init(lastVersion: UInt64, onFinish: (@Sendable () -> Void)?) {
     self.lastVersion = lastVersion
     self.onFinish = onFinish
   }
 
-  /// Drops a parked value. Called under the delivery lock.
-  func dropPending() {}
+  /// Drops the parked value and the callbacks, and returns them, so that the caller releases
+  /// them after unlocking: their captures' deinits are user code. Called under the delivery lock.
+  func close() -> Any? {
+    isClosed = true
+    defer { onFinish = nil }
+    return onFinish
+  }
 
   /// Ends a stream after whatever was already accepted.
   final func finish(_ lock: Lock) {
     lock.lock()
-    guard !isFinished, !isCancelled else { return lock.unlock() }
+    guard !isClosed else { return lock.unlock() }
     if isDelivering {
       finishIsPending = true
       return lock.unlock()
     }
-    isFinished = true
+    let finish = onFinish
+    let dropped = close()
     lock.unlock()
-    onFinish?()
+    finish?()
+    withExtendedLifetime(dropped) {}
   }
 
-  /// Stops every later delivery. Returns `false` if it was already cancelled.
-  final func cancel(_ lock: Lock) -> Bool {
+  /// Stops every later delivery and returns what it dropped, to be released by the caller once
+  /// it holds no lock; `nil` if it was already cancelled. A subscriber closed by a finish is
+  /// still cancelled once, so that its subscription gives back its hold.
+  ///
+  /// NB: dropping the callback breaks the cycle of a callback that captures its own
+  /// subscription.
+  final func cancel(_ lock: Lock) -> Any?? {
     lock.lock()
     defer { lock.unlock() }
-    guard !isCancelled else { return false }
+    guard !isCancelled else { return nil }
     isCancelled = true
-    dropPending()
-    return true
+    return .some(isClosed ? nil : close())
   }
 }
 
 /// A subscriber receiving values of type `Value`.
 final class _Subscriber<Value: Sendable>: _AnySubscriber {
-  let onValue: @Sendable (Value) -> Void
+  /// The callback; `nil` once closed.
+  private var onValue: (@Sendable (Value) -> Void)?
   /// The newest value that arrived while a delivery was running.
   private var pending: Value?
 
@@ -66,36 +81,49 @@ final class _Subscriber<Value: Sendable>: _AnySubscriber {
     super.init(lastVersion: lastVersion, onFinish: onFinish)
   }
 
-  override func dropPending() {
+  override func close() -> Any? {
+    let dropped = (super.close(), onValue, pending)
+    onValue = nil
     pending = nil
+    return dropped
   }
 
   /// Delivers `value`, committed at `version`, unless a newer one was already accepted.
   func deliver(_ value: Value, version: UInt64, _ lock: Lock) {
     lock.lock()
-    guard !isCancelled, !isFinished, version > lastVersion else { return lock.unlock() }
+    guard !isClosed, version > lastVersion, let callback = onValue else { return lock.unlock() }
     lastVersion = version
     if isDelivering {
+      let replaced = pending
       pending = value
-      return lock.unlock()
+      lock.unlock()
+      withExtendedLifetime(replaced) {}
+      return
     }
     isDelivering = true
     lock.unlock()
     var next = value
+    var current = callback
     while true {
-      onValue(next)
+      current(next)
       lock.lock()
-      if let parked = pending {
+      if let parked = pending, let callback = onValue {
         pending = nil
         lock.unlock()
         next = parked
+        current = callback
         continue
       }
       isDelivering = false
-      let finishes = finishIsPending && !isCancelled && !isFinished
-      if finishes { isFinished = true }
+      var finish: (@Sendable () -> Void)?
+      var dropped: Any?
+      if finishIsPending && !isClosed {
+        finish = onFinish
+        dropped = close()
+      }
       lock.unlock()
-      if finishes { onFinish?() }
+      finish?()
+      withExtendedLifetime(dropped) {}
       return
     }
   }
