@@ -11,6 +11,12 @@ let package = Package(
   ],
   targets: [
     .target(name: "Concord"),
+    .executableTarget(
+      name: "ConcordBenchmarks",
+      dependencies: ["Concord", "CBenchmarkSupport"],
+      path: "Benchmarks/ConcordBenchmarks"
+    ),
+    .target(name: "CBenchmarkSupport", path: "Benchmarks/CBenchmarkSupport"),
     .testTarget(name: "ConcordTests", dependencies: ["Concord"]),
     .testTarget(name: "ReadmeTests", dependencies: ["Concord"]),
   ],

@@ -1,0 +1,49 @@
+import Concord
+
+/// The plain entity of the store and find workloads: an id, a string and a number.
+struct Model: Identifiable, Sendable, Equatable {
+  var id: Int
+  var name: String
+  var score: Double
+
+  /// The value stored for `id` in round `round`; different rounds give different values.
+  init(_ id: Int, round: Int = 0) {
+    self.id = id
+    name = round == 0 ? "name-\(id)" : "renamed-\(id % 1_000_000)"
+    score = Double(id) + Double(round)
+  }
+}
+
+/// An author shared by aggregates.
+struct Person: Identifiable, Sendable, Equatable {
+  var id: Int
+  var name: String
+}
+
+/// A plain book held by a post.
+struct Title: Identifiable, Sendable, Equatable {
+  var id: Int
+  var title: String
+}
+
+/// The aggregate of `store.aggregate`: one author and five books.
+struct Post: Aggregate, Equatable {
+  var id: Int
+  var author: Person
+  var books: [Title]
+  static var nestedEntities: [NestedEntity<Post>] { [.init(\.author), .init(\.books)] }
+
+  init(_ id: Int) {
+    self.id = id
+    author = Person(id: id / 10, name: "author-\(id / 10)")
+    books = (0..<5).map { Title(id: id * 5 + $0, title: "title-\(id * 5 + $0)") }
+  }
+}
+
+/// The aggregate of the fan-out workload: it holds one shared author.
+struct Review: Aggregate, Equatable {
+  var id: Int
+  var text: String
+  var author: Person
+  static var nestedEntities: [NestedEntity<Review>] { [.init(\.author)] }
+}

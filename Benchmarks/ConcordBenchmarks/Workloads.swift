@@ -1,0 +1,369 @@
+import Concord
+import Foundation
+
+/// The workloads, by their fixed names. Each returns one result row, its floor measured in the
+/// same run where it has one.
+struct Workloads {
+  /// Entities per workload.
+  let n: Int
+  /// Timed samples per workload, after one warm-up.
+  let samples: Int
+  /// Whether this is the `--quick` run: fewer repetitions for the per-update workloads.
+  let quick: Bool
+
+  static let names = [
+    "store.insert", "store.replace", "find.hit", "find.miss", "store.batch", "store.aggregate",
+    "propagate.fanout1000", "notify.callback", "transaction.batch100", "concurrent.read90",
+    "scale.find.1M", "memory.perEntity",
+  ]
+
+  func run(_ name: String) -> Result {
+    switch name {
+    case "store.insert": storeInsert()
+    case "store.replace": storeReplace()
+    case "find.hit": find(hit: true)
+    case "find.miss": find(hit: false)
+    case "store.batch": storeBatch()
+    case "store.aggregate": storeAggregate()
+    case "propagate.fanout1000": fanOut()
+    case "notify.callback": notifyCallback()
+    case "transaction.batch100": transactionBatch()
+    case "concurrent.read90": concurrentRead()
+    case "scale.find.1M": scaleFind()
+    case "memory.perEntity": memoryPerEntity()
+    default: fatalError("unknown workload \(name)")
+    }
+  }
+
+  // MARK: Helpers
+
+  /// A map holding `count` models, and the handles that keep them.
+  func filledMap(_ count: Int) -> (IdentityMap, [EntityObserver<Model>]) {
+    let map = IdentityMap()
+    var handles: [EntityObserver<Model>] = []
+    handles.reserveCapacity(count)
+    for id in 0..<count { handles.append(map.store(Model(id))) }
+    return (map, handles)
+  }
+
+  func filledFloor(_ count: Int) -> Floor<Model> {
+    let floor = Floor<Model>()
+    for id in 0..<count { floor.store(Model(id)) }
+    return floor
+  }
+
+  /// Runs the map's samples and the floor's, interleaved so that drift on a shared machine
+  /// touches both alike.
+  func compare(_ name: String, map: () -> Double, floor: () -> Double) -> Result {
+    _ = map()
+    _ = floor()
+    var mapSamples: [Double] = []
+    var floorSamples: [Double] = []
+    for _ in 0..<samples {
+      mapSamples.append(map())
+      floorSamples.append(floor())
+    }
+    return Result(name: name, samples: mapSamples.sorted(), baselineNsPerOp: median(floorSamples))
+  }
+
+  // MARK: Store and find
+
+  func storeInsert() -> Result {
+    let models = (0..<n).map { Model($0) }
+    return compare(
+      "store.insert",
+      map: {
+        let map = IdentityMap()
+        var handles: [EntityObserver<Model>] = []
+        handles.reserveCapacity(n)
+        let ns = nanoseconds {
+          for model in models { handles.append(map.store(model)) }
+        }
+        blackHole(handles.count)
+        return ns / Double(n)
+      },
+      floor: {
+        let floor = Floor<Model>()
+        let ns = nanoseconds {
+          for model in models { floor.store(model) }
+        }
+        blackHole(floor)
+        return ns / Double(n)
+      })
+  }
+
+  func storeReplace() -> Result {
+    let (map, handles) = filledMap(n)
+    let floor = filledFloor(n)
+    var round = 0
+    let rounds = (1...2).map { round in (0..<n).map { Model($0, round: round) } }
+    return compare(
+      "store.replace",
+      map: {
+        round += 1
+        let models = rounds[round % 2]
+        return nanoseconds {
+          for model in models { blackHole(map.store(model)) }
+        } / Double(n)
+      },
+      floor: {
+        let models = rounds[round % 2]
+        return nanoseconds {
+          for model in models { floor.store(model) }
+        } / Double(n)
+      }
+    ).keeping(handles)
+  }
+
+  func find(hit: Bool) -> Result {
+    let (map, handles) = filledMap(n)
+    let floor = filledFloor(n)
+    let ids = hit ? 0..<n : n..<(2 * n)
+    return compare(
+      hit ? "find.hit" : "find.miss",
+      map: {
+        nanoseconds {
+          for id in ids { blackHole(map.find(Model.self, id: id)) }
+        } / Double(n)
+      },
+      floor: {
+        nanoseconds {
+          for id in ids { blackHole(floor.find(id)) }
+        } / Double(n)
+      }
+    ).keeping(handles)
+  }
+
+  func storeBatch() -> Result {
+    let chunks = stride(from: 0, to: n, by: 100).map { start in
+      (start..<min(start + 100, n)).map { Model($0) }
+    }
+    return compare(
+      "store.batch",
+      map: {
+        let map = IdentityMap()
+        var handles: [EntityObserver<[Model]>] = []
+        handles.reserveCapacity(chunks.count)
+        let ns = nanoseconds {
+          for chunk in chunks { handles.append(map.store(chunk)) }
+        }
+        blackHole(handles.count)
+        return ns / Double(n)
+      },
+      floor: {
+        let floor = Floor<Model>()
+        let ns = nanoseconds {
+          for chunk in chunks { floor.store(chunk[...]) }
+        }
+        blackHole(floor)
+        return ns / Double(n)
+      })
+  }
+
+  func storeAggregate() -> Result {
+    let posts = (0..<(n / 10)).map { Post($0) }
+    return compare(
+      "store.aggregate",
+      map: {
+        let map = IdentityMap()
+        var handles: [EntityObserver<Post>] = []
+        handles.reserveCapacity(posts.count)
+        let ns = nanoseconds {
+          for post in posts { handles.append(map.store(post)) }
+        }
+        blackHole(handles.count)
+        return ns / Double(posts.count)
+      },
+      floor: {
+        let floor = AggregateFloor()
+        let ns = nanoseconds {
+          for post in posts { floor.store(post) }
+        }
+        blackHole(floor)
+        return ns / Double(posts.count)
+      })
+  }
+
+  // MARK: Propagation and delivery
+
+  func fanOut() -> Result {
+    let map = IdentityMap()
+    let reviews = (0..<1_000).map {
+      map.store(Review(id: $0, text: "review \($0)", author: Person(id: 0, name: "0")))
+    }
+    let updates = quick ? 200 : 1_000
+    var round = 0
+    let samples = measure(samples: samples) {
+      nanoseconds {
+        for _ in 0..<updates {
+          round += 1
+          map.update(Person.self, id: 0) { $0.name = "\(round)" }
+        }
+      } / Double(updates)
+    }
+    precondition(
+      reviews.allSatisfy { $0.value.author.name == "\(round)" },
+      "fan-out did not reach every review")
+    var result = Result(name: "propagate.fanout1000", samples: samples)
+    result.note = String(format: "%.0f ns per parent", result.nsPerOp! / 1_000)
+    result.extra = [("nsPerParent", result.nsPerOp! / 1_000)]
+    return result
+  }
+
+  func notifyCallback() -> Result {
+    let map = IdentityMap()
+    let handles = (0..<1_000).map { map.store(Model($0)) }
+    let delivered = Counter()
+    let subscriptions = handles.map { $0.observe { _ in delivered.increment() } }
+    var round = 0
+    let samples = measure(samples: samples) {
+      let before = delivered.value
+      let ns = nanoseconds {
+        for _ in 0..<10 {
+          round += 1
+          for id in 0..<1_000 { map.update(Model.self, id: id) { $0.score = -Double(round) } }
+        }
+      }
+      let count = delivered.value - before
+      precondition(count == 10_000, "expected 10,000 callbacks, got \(count)")
+      return ns / Double(count)
+    }
+    blackHole(subscriptions.count)
+    return Result(name: "notify.callback", samples: samples)
+  }
+
+  func transactionBatch() -> Result {
+    let map = IdentityMap()
+    let handles = (0..<100).map { map.store(Model($0)) }
+    let delivered = Counter()
+    let subscriptions = handles.map { $0.observe { _ in delivered.increment() } }
+    let transactions = quick ? 100 : 500
+    var round = 0
+    let samples = measure(samples: samples) {
+      nanoseconds {
+        for _ in 0..<transactions {
+          round += 1
+          map.transaction { transaction in
+            for id in 0..<100 {
+              transaction.update(Model.self, id: id) { $0.score = -Double(round) }
+            }
+          }
+        }
+      } / Double(transactions)
+    }
+    precondition(
+      delivered.value == 100 * transactions * (samples.count + 1),
+      "each subscriber is told once per transaction")
+    blackHole(subscriptions.count)
+    return Result(name: "transaction.batch100", samples: samples)
+  }
+
+  // MARK: Concurrency and scale
+
+  func concurrentRead() -> Result {
+    let (map, handles) = filledMap(n)
+    let floor = filledFloor(n)
+    let replacements = (0..<n).map { Model($0, round: 1) }
+    /// Each of two threads does `n` operations: every tenth a store, the others a find, over
+    /// ids scattered across the `n` entities.
+    func run(_ operation: @escaping @Sendable (Int, Bool) -> Void) -> Double {
+      nanoseconds {
+        DispatchQueue.concurrentPerform(iterations: 2) { thread in
+          for index in 0..<n {
+            let id = (index &* 2_654_435_761 &+ thread &* 7_919) % n
+            operation(id, index % 10 == 0)
+          }
+        }
+      } / Double(2 * n)
+    }
+    return compare(
+      "concurrent.read90",
+      map: {
+        run { id, isStore in
+          if isStore {
+            blackHole(map.store(replacements[id]))
+          } else {
+            blackHole(map.find(Model.self, id: id))
+          }
+        }
+      },
+      floor: {
+        run { id, isStore in
+          if isStore { floor.store(replacements[id]) } else { blackHole(floor.find(id)) }
+        }
+      }
+    ).keeping(handles)
+  }
+
+  /// `find.hit` with 10⁶ live entities. The row also reports its ratio to `find.hit` at
+  /// N = 100,000, measured in this run by the `find.hit` workload's own code.
+  func scaleFind() -> Result {
+    let large = 1_000_000
+    let reference = Workloads(n: 100_000, samples: samples, quick: quick).find(hit: true)
+    let (map, handles) = filledMap(large)
+    let floor = filledFloor(large)
+    var result = compare(
+      "scale.find.1M",
+      map: {
+        nanoseconds {
+          for id in 0..<large { blackHole(map.find(Model.self, id: id)) }
+        } / Double(large)
+      },
+      floor: {
+        nanoseconds {
+          for id in 0..<large { blackHole(floor.find(id)) }
+        } / Double(large)
+      }
+    ).keeping(handles)
+    let referenceNs = reference.nsPerOp!
+    let vsReference = result.nsPerOp! / referenceNs
+    result.note = String(
+      format: "%.2f× find.hit at N = 100,000 (%@ in this run, floor %@)", vsReference,
+      formatTime(referenceNs),
+      formatTime(reference.baselineNsPerOp!))
+    result.extra = [("findHit100kNsPerOp", referenceNs), ("ratioToFindHit100k", vsReference)]
+    return result
+  }
+
+  func memoryPerEntity() -> Result {
+    let models = (0..<n).map { Model($0) }
+    // NB: the floor first, on a heap the map has not churned, and each kept alive explicitly
+    // until both are measured: the optimizer may otherwise release them early.
+    let beforeFloor = allocatedBytes()
+    let floor = Floor<Model>()
+    for model in models { floor.store(model) }
+    let floorBytes = Double(allocatedBytes() - beforeFloor) / Double(n)
+    var handles: [EntityObserver<Model>] = []
+    handles.reserveCapacity(n)
+    let beforeMap = allocatedBytes()
+    let map = IdentityMap()
+    for model in models { handles.append(map.store(model)) }
+    let mapBytes = Double(allocatedBytes() - beforeMap) / Double(n)
+    withExtendedLifetime((floor, map, handles)) {}
+    var result = Result(name: "memory.perEntity")
+    result.bytesPerEntity = mapBytes
+    result.baselineBytesPerEntity = floorBytes
+    return result
+  }
+}
+
+extension Result {
+  /// Keeps `objects` alive until the result is made, so that teardown is never timed.
+  func keeping<T>(_ objects: T) -> Result {
+    blackHole(objects)
+    return self
+  }
+}
+
+/// A counter bumped by callbacks.
+final class Counter: @unchecked Sendable {
+  // NB: @unchecked because `count` is only touched while holding `lock`.
+  private let lock = Lock()
+  private var count = 0
+
+  var value: Int { lock.withLock { count } }
+
+  func increment() {
+    lock.withLock { count += 1 }
+  }
+}
