@@ -28,7 +28,39 @@ struct LifetimeTests {
     #expect(map.find(Author.self, id: 1) == nil)
     #expect(map.count == 0)
     #expect(node == nil, "the slot's memory is reclaimed")
-    #expect(map._core.table(for: Author.self).nodes.isEmpty, "no slot is left behind")
+    #expect(map._core.table(for: Author.self).isEmpty, "no slot is left behind")
+  }
+
+  @Test func aRemovedEntityIsFreedWhenItsLastHolderGoes() {
+    let map = IdentityMap()
+    weak var removed: _AnyNode?
+    weak var observed: _AnyNode?
+    weak var list: _AnyNode?
+    weak var rolledBack: _AnyNode?
+    do {
+      let handle = map.store(Author(id: 1, name: "A"))
+      removed = handle._handle.node
+      let other = map.store(Author(id: 2, name: "B"))
+      observed = other._handle.node
+      let subscription = other.observe { _ in }
+      let batch = map.store([Author(id: 3, name: "C")])
+      list = batch._handle.node
+      map.remove(Author.self, id: 1)
+      map.remove(Author.self, id: 2)
+      try? map.transaction { transaction in
+        rolledBack = transaction.store(Author(id: 4, name: "D"))._handle.node
+        throw Rejected()
+      }
+      #expect(removed != nil && observed != nil && list != nil)
+      subscription.cancel()
+      _ = (handle, batch)
+    }
+    #expect(removed == nil)
+    #expect(
+      observed == nil, "a subscription on a removed entity gives its hold back when cancelled")
+    #expect(list == nil)
+    #expect(rolledBack == nil)
+    #expect(map.count == 0)
   }
 
   @Test func storingWithoutKeepingTheHandleKeepsNothing() {
@@ -41,12 +73,12 @@ struct LifetimeTests {
 
   @Test func copiesShareOneHold() {
     let map = IdentityMap()
-    var first: EntityObserver<Author>? = map.store(Author(id: 1, name: "A"))
-    let copy = first
+    let first = map.store(Author(id: 1, name: "A"))
+    let copies = Array(repeating: first, count: 3)
+    #expect(first._handle.node.externalHolds == 1, "copies of a handle share its hold")
     let found = map.find(Author.self, id: 1)
-    first = nil
-    #expect(map.count == 1)
-    #expect(copy?._handle === found?._handle, "every handle on a node shares one hold")
+    #expect(first._handle.node.externalHolds == 2, "each find is a handle of its own")
+    _ = (copies, found)
   }
 
   @Test func findHoldsAnEntityAgain() {
@@ -190,11 +222,46 @@ struct LifetimeTests {
       #expect(map.count == 0)
       if let bytes = residentBytes() { residentAfterBatch.append(bytes) }
     }
-    #expect(map._core.table(for: Author.self).nodes.isEmpty)
+    #expect(map._core.table(for: Author.self).isEmpty)
     if let first = residentAfterBatch.first, let last = residentAfterBatch.last {
       // Every batch used distinct ids: a map that kept its 900,000 dead slots from the later
       // batches would have grown by about 100 MB here.
       #expect(last - first < 32 << 20, "resident memory grew from \(first) to \(last) bytes")
     }
+  }
+}
+
+@Suite("Releasing the map itself")
+struct MapReleaseTests {
+  @Test func aReleasedMapFreesEverythingItHeldCyclesIncluded() {
+    weak var member: _AnyNode?
+    weak var core: _MapCore?
+    do {
+      let map = IdentityMap()
+      core = map._core
+      let ring = CycleTests.makeRing(map)
+      member = ring[0]._handle.node
+      map.store(ring.map(\.value), named: AliasKey<[Member]>("ring"))
+    }
+    #expect(core == nil)
+    #expect(member == nil, "a ring an alias held is freed with the map")
+  }
+
+  @Test func handlesKeepTheMapAlive() {
+    weak var core: _MapCore?
+    var handle: EntityObserver<Author>?
+    do {
+      let map = IdentityMap()
+      core = map._core
+      handle = map.store(Author(id: 1, name: "A"))
+    }
+    #expect(core != nil)
+    expectValue(handle)
+    handle = nil
+    #expect(core == nil)
+  }
+
+  private func expectValue(_ handle: EntityObserver<Author>?) {
+    #expect(handle?.value.name == "A")
   }
 }

@@ -63,26 +63,30 @@ public protocol Aggregate: Identifiable, Sendable where ID: Sendable {
 /// When the book is removed, the map sets the property to `nil`, so the setter decides what
 /// that means for the enum (here, `.none`).
 public struct NestedEntity<Root>: Sendable {
-  let _accessor: _Accessor<Root>
+  @usableFromInline let _accessor: _Accessor<Root>
 
   /// A nested entity that the aggregate cannot exist without.
   ///
   /// Removing the entity removes the aggregate too.
+  @inlinable
   public init<T: Identifiable & Sendable>(_ keyPath: WritableKeyPath<Root, T> & Sendable) {
     _accessor = .single(keyPath)
   }
 
   /// An optional nested entity. Removing the entity sets the property to `nil`.
+  @inlinable
   public init<T: Identifiable & Sendable>(_ keyPath: WritableKeyPath<Root, T?> & Sendable) {
     _accessor = .optional(keyPath)
   }
 
   /// An array of nested entities. Removing one drops it from the array.
+  @inlinable
   public init<T: Identifiable & Sendable>(_ keyPath: WritableKeyPath<Root, [T]> & Sendable) {
     _accessor = .array(keyPath)
   }
 
   /// An optional array of nested entities. Removing one drops it from the array.
+  @inlinable
   public init<T: Identifiable & Sendable>(_ keyPath: WritableKeyPath<Root, [T]?> & Sendable) {
     _accessor = .optionalArray(keyPath)
   }
@@ -92,6 +96,7 @@ public struct NestedEntity<Root>: Sendable {
   ///
   /// - Complexity: Writing one element back is O(*n*) when the collection is not
   ///   random-access; prefer `Array` for large collections.
+  @inlinable
   public init<C: MutableCollection & RangeReplaceableCollection & Sendable>(
     _ keyPath: WritableKeyPath<Root, C> & Sendable
   ) where C.Element: Identifiable & Sendable {
@@ -99,6 +104,7 @@ public struct NestedEntity<Root>: Sendable {
   }
 
   /// An optional collection of nested entities. Removing one drops it from the collection.
+  @inlinable
   public init<C: MutableCollection & RangeReplaceableCollection & Sendable>(
     _ keyPath: WritableKeyPath<Root, C?> & Sendable
   ) where C.Element: Identifiable & Sendable {

@@ -2,6 +2,7 @@
 /// how to write a child back, and how to drop one when it is removed.
 ///
 /// NB: closures rather than subclasses keep this type final, hence checkably `Sendable`.
+@usableFromInline
 final class _Accessor<Root>: Sendable {
   /// Hands each child entity in `root` to the expansion, in order, with its position: 0 for a
   /// single or optional entity, the offset in the collection otherwise.
@@ -14,6 +15,7 @@ final class _Accessor<Root>: Sendable {
   /// The nested entity type, to let a schema tell whether it can reach itself.
   let childType: any (Identifiable & Sendable).Type
 
+  @usableFromInline
   init(
     childType: any (Identifiable & Sendable).Type,
     forEachChild: @escaping @Sendable (Root, _Expansion) -> Void,
@@ -29,6 +31,7 @@ final class _Accessor<Root>: Sendable {
 
 extension _Accessor {
   /// A single, non-optional nested entity.
+  @inlinable
   static func single<C: Identifiable & Sendable>(_ keyPath: WritableKeyPath<Root, C> & Sendable)
     -> _Accessor
   {
@@ -41,6 +44,7 @@ extension _Accessor {
   }
 
   /// An optional nested entity: removal sets it to `nil`.
+  @inlinable
   static func optional<C: Identifiable & Sendable>(_ keyPath: WritableKeyPath<Root, C?> & Sendable)
     -> _Accessor
   {
@@ -55,6 +59,7 @@ extension _Accessor {
   }
 
   /// An array of entities: the fast path for collections.
+  @inlinable
   static func array<C: Identifiable & Sendable>(_ keyPath: WritableKeyPath<Root, [C]> & Sendable)
     -> _Accessor
   {
@@ -75,6 +80,7 @@ extension _Accessor {
   }
 
   /// An optional array of entities: removal drops elements, never the array itself.
+  @inlinable
   static func optionalArray<C: Identifiable & Sendable>(
     _ keyPath: WritableKeyPath<Root, [C]?> & Sendable
   ) -> _Accessor {
@@ -98,6 +104,7 @@ extension _Accessor {
   /// Any mutable, range-replaceable collection of entities.
   ///
   /// - Complexity: writing back one child is O(*n*) unless `C` is random-access.
+  @inlinable
   static func collection<C: MutableCollection & RangeReplaceableCollection & Sendable>(
     _ keyPath: WritableKeyPath<Root, C> & Sendable
   ) -> _Accessor where C.Element: Identifiable & Sendable {
@@ -118,6 +125,7 @@ extension _Accessor {
   }
 
   /// An optional collection of entities: removal drops elements, never the collection itself.
+  @inlinable
   static func optionalCollection<C: MutableCollection & RangeReplaceableCollection & Sendable>(
     _ keyPath: WritableKeyPath<Root, C?> & Sendable
   ) -> _Accessor where C.Element: Identifiable & Sendable {
@@ -141,12 +149,13 @@ extension _Accessor {
 
 extension MutableCollection where Self: RangeReplaceableCollection {
   /// Replaces the element at `offset` elements past `startIndex`.
-  @inline(__always)
+  @inlinable
   mutating func _replace(at offset: Int, with element: Element) {
     self[index(startIndex, offsetBy: offset)] = element
   }
 
   /// Removes the elements at the given offsets, which are ascending and unique.
+  @inlinable
   mutating func _removeOffsets(_ offsets: [Int]) {
     for offset in offsets.reversed() {
       remove(at: index(startIndex, offsetBy: offset))

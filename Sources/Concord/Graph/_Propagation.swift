@@ -13,6 +13,7 @@ extension _MapCore {
   ///
   /// A claimed node settles through its claim. Any other node changed if a child patched it.
   /// A node that changed is queued for delivery and patches its own parents in turn.
+  @usableFromInline
   func settle(from seeds: [_AnyNode], epoch: UInt64, expansion: _Expansion?) {
     for node in topologicalOrder(from: seeds, epoch: epoch) {
       let bits = node.bits(at: epoch)
@@ -33,6 +34,7 @@ extension _MapCore {
 
   /// Writes the value of `node` into each parent slot holding it, unless that parent is already
   /// final for this write or will be rebuilt from its claim anyway.
+  @usableFromInline
   func pushPatch(from node: _AnyNode, epoch: UInt64) {
     guard let parents = node.extras?.parents else { return }
     for reference in parents {
@@ -75,7 +77,7 @@ extension _MapCore {
   }
 
   /// Books a committed change of `node`: queued for delivery if observed, and an alias re-anchors.
-  @inline(__always)
+  @usableFromInline
   func noteChanged(_ node: _AnyNode) {
     if node.flags.contains(.alias) { updateAnchor(node) }
     guard node.hasSubscribers, !node.flags.contains(.queued) else { return }

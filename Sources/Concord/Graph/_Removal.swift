@@ -41,8 +41,8 @@ extension _MapCore {
       let wasRegistered = node.flags.contains(.registered)
       if batch.recordsUndo { batch.undo.append(.removed(node, wasRegistered: wasRegistered)) }
       if wasRegistered {
-        node.unregister(from: self)
-        if logger != nil, let reference = node.makeReference() {
+        unregisterKeepingHolders(node)
+        if isLogging, let reference = node.makeReference() {
           batch.events.append { .removed(reference()) }
         }
       }

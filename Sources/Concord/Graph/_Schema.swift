@@ -1,21 +1,23 @@
 /// What the map knows about a value type it stores: where its nested entities are and how to
 /// compare two values. Built once per type and shared by every map.
+@usableFromInline
 final class _Schema<Root>: Sendable {
   /// The nested entities, in the order the type declares them.
-  let accessors: [_Accessor<Root>]
+  @usableFromInline let accessors: [_Accessor<Root>]
   /// `==` when `Root` is `Equatable`, found once per type rather than cast per call.
-  let equality: (any _Equality<Root>)?
+  @usableFromInline let equality: (any _Equality<Root>)?
 
-  private init(accessors: [_Accessor<Root>]) {
+  @usableFromInline
+  init(accessors: [_Accessor<Root>]) {
     self.accessors = accessors
     self.equality = _equality(of: Root.self)
   }
 
   /// Whether values of this type hold no nested entity.
-  var isLeaf: Bool { accessors.isEmpty }
+  @inlinable var isLeaf: Bool { accessors.isEmpty }
 
   /// Whether a stored value changed: always, unless `Root` is `Equatable` and the values are equal.
-  @inline(__always)
+  @inlinable
   func differ(_ old: Root, _ new: Root) -> Bool {
     guard let equality else { return true }
     return !equality.equal(old, new)
@@ -38,16 +40,19 @@ extension _Schema where Root: Identifiable & Sendable {
 
 extension _Schema {
   /// The schema of a batch handle's value: an array of entities.
+  @inlinable
   static func list<T: Identifiable & Sendable>(of _: T.Type) -> _Schema where Root == [T] {
     _SchemaCache.shared.schema(for: Root.self) { _Schema(accessors: [.array(\[T].self)]) }
   }
 
   /// The schema of a single alias: an optional entity.
+  @inlinable
   static func alias<T: Identifiable & Sendable>(of _: T.Type) -> _Schema where Root == T? {
     _SchemaCache.shared.schema(for: Root.self) { _Schema(accessors: [.optional(\T?.self)]) }
   }
 
   /// The schema of a collection alias: an optional array of entities.
+  @inlinable
   static func aliasList<T: Identifiable & Sendable>(of _: T.Type) -> _Schema where Root == [T]? {
     _SchemaCache.shared.schema(for: Root.self) { _Schema(accessors: [.optionalArray(\[T]?.self)]) }
   }
@@ -62,6 +67,7 @@ private func _nestedAccessors<A: Aggregate, Root>(of _: A.Type, as _: Root.Type)
 }
 
 /// `==` for values of type `T`.
+@usableFromInline
 protocol _Equality<T>: Sendable {
   associatedtype T
   func equal(_ lhs: T, _ rhs: T) -> Bool
@@ -83,14 +89,16 @@ private func _equality<T>(of _: T.Type) -> (any _Equality<T>)? {
 }
 
 /// The process-wide cache of schemas, keyed by value type.
+@usableFromInline
 final class _SchemaCache: @unchecked Sendable {
   // NB: @unchecked because `schemas` is only touched while holding `lock`.
-  static let shared = _SchemaCache()
+  @usableFromInline static let shared = _SchemaCache()
 
   private let lock = Lock()
   private var schemas: [ObjectIdentifier: AnyObject] = [:]
 
   /// The cached schema of `Root`, built by `make` the first time it is asked for.
+  @usableFromInline
   func schema<Root>(for _: Root.Type, _ make: () -> _Schema<Root>) -> _Schema<Root> {
     let key = ObjectIdentifier(Root.self)
     if let cached = lock.withLock({ schemas[key] }) {

@@ -11,20 +11,24 @@
 //    of each nested entity; a changed node pushes itself into its parents.
 
 /// One write's claim on one node: the winning occurrence of that entity in the written value.
+@usableFromInline
 class _AnyClaim {
   /// The distance from the root of the write.
-  let depth: Int
+  @usableFromInline let depth: Int
+  /// The claim's index in the write's claims.
+  @usableFromInline final var index: Int32 = 0
   /// Whether the node's stamp lets this write through.
   let accepted: Bool
   /// Links to the children the payload holds, found while expanding.
   final var links: [_ChildLink] = []
 
+  @usableFromInline
   init(depth: Int, accepted: Bool) {
     self.depth = depth
     self.accepted = accepted
   }
 
-  var node: _AnyNode { fatalError("abstract") }
+  @usableFromInline var node: _AnyNode { fatalError("abstract") }
 
   /// Claims the nested entities of the payload, one depth further.
   func expand(_: _Expansion) { fatalError("abstract") }
@@ -36,6 +40,7 @@ class _AnyClaim {
   func settle(_: _MapCore, stamp _: Stamp?) -> Bool { fatalError("abstract") }
 }
 
+@usableFromInline
 final class _Claim<Value: Sendable>: _AnyClaim {
   let target: _Node<Value>
   let payload: Value
@@ -43,6 +48,7 @@ final class _Claim<Value: Sendable>: _AnyClaim {
   /// The node's value before this write; `nil` for a node this write created.
   private var old: Value?
 
+  @usableFromInline
   init(target: _Node<Value>, payload: Value, schema: _Schema<Value>, depth: Int, accepted: Bool) {
     self.target = target
     self.payload = payload
@@ -50,7 +56,7 @@ final class _Claim<Value: Sendable>: _AnyClaim {
     super.init(depth: depth, accepted: accepted)
   }
 
-  override var node: _AnyNode { target }
+  @usableFromInline override var node: _AnyNode { target }
 
   override func expand(_ expansion: _Expansion) {
     for accessor in schema.accessors {
@@ -82,55 +88,62 @@ final class _Claim<Value: Sendable>: _AnyClaim {
 }
 
 /// The state of the claims pass of one write.
+@usableFromInline
 final class _Expansion {
   // NB: unowned(unsafe): an expansion lives only inside a write of `core`.
-  unowned(unsafe) let core: _MapCore
-  let stamp: Stamp?
+  @usableFromInline unowned(unsafe) let core: _MapCore
+  @usableFromInline let stamp: Stamp?
+  /// The write's epoch: claim marks on nodes are only valid at it.
+  @usableFromInline let epoch: UInt64
   /// The depth of the claims being made.
-  var depth = 0
+  @usableFromInline var depth = 0
   /// The accessor whose children are being visited.
-  var accessor: AnyObject?
-  /// Each claimed node's current winning claim.
-  private(set) var winners: [ObjectIdentifier: _AnyClaim] = [:]
+  @usableFromInline var accessor: AnyObject?
   /// Every claim made, in breadth-first order.
-  private(set) var claims: [_AnyClaim] = []
+  @usableFromInline var claims: [_AnyClaim] = []
   /// Claims made at `depth`, waiting to be expanded.
   private var next: [_AnyClaim] = []
   /// Links found while expanding the current claim.
-  private var links: [_ChildLink] = []
+  @usableFromInline var links: [_ChildLink] = []
 
   init(core: _MapCore, stamp: Stamp?) {
     self.core = core
     self.stamp = stamp
+    epoch = core.nextEpoch()
   }
 
-  /// Records `claim` unless a claim closer to the root already won its node.
+  /// Records `claim`, the winning claim on its node for now.
+  @usableFromInline
   func offer(_ claim: _AnyClaim) {
-    winners[ObjectIdentifier(claim.node)] = claim
+    claim.index = Int32(claims.count)
     claims.append(claim)
     next.append(claim)
+    let node = claim.node
+    node.claimIndex = claim.index
+    node.insert(.offered, at: epoch)
   }
 
   /// Whether `claim` is its node's winning claim.
   @inline(__always)
   func isWinner(_ claim: _AnyClaim) -> Bool {
-    winners[ObjectIdentifier(claim.node)] === claim
+    claim.node.claimIndex == claim.index
   }
 
   /// The winning claim on `node`, if this write claimed it.
-  @inline(__always)
+  @inlinable
   func claim(on node: _AnyNode) -> _AnyClaim? {
-    winners[ObjectIdentifier(node)]
+    node.bits(at: epoch).contains(.offered) ? claims[Int(node.claimIndex)] : nil
   }
 
   /// Visits one nested entity of the claim being expanded.
+  @inlinable
   func visit<C: Identifiable & Sendable>(_ child: C, position: Int) {
     let table = core.table(for: C.self)
     let node = core.entityNode(for: child, in: table)
     links.append(
       _ChildLink(
         child: node, accessor: accessor.unsafelyUnwrapped, position: position, backIndex: 0))
-    if let existing = winners[ObjectIdentifier(node)], existing.depth < depth { return }
+    if let existing = claim(on: node), existing.depth < depth { return }
     offer(
       _Claim(
         target: node, payload: child, schema: table.schema, depth: depth,
@@ -149,61 +162,59 @@ final class _Expansion {
 }
 
 extension _MapCore {
-  /// Stores `value` as a root write and returns its node.
-  func store<T: Identifiable & Sendable>(_ value: T, stamp: Stamp?) -> _EntityNode<T> {
-    let table = table(for: T.self)
-    if table.schema.isLeaf {
-      return storeLeaf(value, stamp: stamp, in: table)
+  /// Stores `value` as a root write and calls `body` with its node, borrowed.
+  ///
+  /// - Parameter held: Whether `body` takes a hold on the node (a handle); if not, a node this
+  ///   write creates is checked for release when the write ends.
+  /// - Complexity: O(1) for a value without nested entities, plus O(parents touched) when it
+  ///   changed; O(nested occurrences + parents touched) otherwise.
+  @inlinable
+  func store<T: Identifiable & Sendable, R>(
+    _ value: T, stamp: Stamp?, held: Bool, _ body: (_EntityNode<T>) -> R
+  ) -> R {
+    withTable(for: T.self) { table in
+      guard table.schema.isLeaf else {
+        let node = entityNode(for: value, in: table)
+        writeTree(into: node, payload: value, schema: table.schema, stamp: stamp)
+        return body(node)
+      }
+      // A value holding no nested entity: one lookup, no claim.
+      return table.withNode(for: value, creating: .registered) { node, created in
+        if created {
+          didCreate(node, held: held)
+          record(stamp, on: node)
+          logStored(node, stamp: stamp)
+        } else {
+          writeLeaf(node, value, stamp: stamp, schema: table.schema)
+        }
+        return body(node)
+      }
     }
-    let node = entityNode(for: value, in: table)
-    writeTree(into: node, payload: value, schema: table.schema, stamp: stamp)
-    return node
   }
 
   /// The node of `value`'s entity, registered fresh if the map has none.
   ///
   /// A fresh node holds nothing yet; unless a parent links it or a handle is made, it is purged
   /// when the write ends.
+  @inlinable
   func entityNode<T: Identifiable & Sendable>(for value: T, in table: _Table<T>) -> _EntityNode<T> {
-    var created = false
-    let node = table.nodes._getOrInsert(value.id) {
-      created = true
-      return _EntityNode(value: value, flags: [.registered, .fresh])
+    table.withNode(for: value, creating: [.registered, .fresh]) { node, created in
+      if created { didCreate(node) }
+      return node
     }
-    if created { didCreate(node) }
-    return node
   }
 
   /// Books a node just registered in its table.
-  private func didCreate(_ node: _AnyNode) {
+  @usableFromInline
+  func didCreate(_ node: _AnyNode, held: Bool = false) {
     node.epoch = epochCounter
     liveCount += 1
     if batch.recordsUndo { batch.undo.append(.inserted(node)) }
-    noteHoldDropped(node)
-  }
-
-  /// Stores a value holding no nested entity: one lookup, no claim.
-  ///
-  /// - Complexity: O(1), plus O(parents touched) when the value changed.
-  private func storeLeaf<T: Identifiable & Sendable>(
-    _ value: T, stamp: Stamp?, in table: _Table<T>
-  ) -> _EntityNode<T> {
-    var created = false
-    let node = table.nodes._getOrInsert(value.id) {
-      created = true
-      return _EntityNode(value: value, flags: .registered)
-    }
-    guard created else {
-      writeLeaf(node, value, stamp: stamp, schema: table.schema)
-      return node
-    }
-    didCreate(node)
-    record(stamp, on: node)
-    logStored(node, stamp: stamp)
-    return node
+    if !held { noteHoldDropped(node) }
   }
 
   /// Writes `value` into `node`, which holds no nested entity.
+  @inlinable
   func writeLeaf<T: Sendable>(_ node: _Node<T>, _ value: T, stamp: Stamp?, schema: _Schema<T>) {
     guard node.stamp._admits(stamp) else {
       logStale(node, incoming: stamp)
@@ -228,7 +239,7 @@ extension _MapCore {
   /// itself was written (its stamp let the write through).
   ///
   /// - Complexity: O(nested occurrences + parents touched).
-  @discardableResult
+  @usableFromInline @discardableResult
   func writeTree<V: Sendable>(into root: _Node<V>, payload: V, schema: _Schema<V>, stamp: Stamp?)
     -> Bool
   {
@@ -245,7 +256,7 @@ extension _MapCore {
       level = expansion.takeNext()
     }
 
-    let epoch = nextEpoch()
+    let epoch = expansion.epoch
     var seeds: [_AnyNode] = []
     for claim in expansion.claims where expansion.isWinner(claim) {
       guard claim.accepted else {
@@ -264,7 +275,7 @@ extension _MapCore {
   }
 
   /// Records `stamp` as the node's newest, unless it is `nil` or NaN.
-  @inline(__always)
+  @inlinable
   func record(_ stamp: Stamp?, on node: _AnyNode) {
     if let stamp, !stamp.isNaN { node.stamp = stamp }
   }
@@ -272,7 +283,7 @@ extension _MapCore {
 
 extension Dictionary {
   /// The value for `key`, inserting `make()` if there is none, with a single hash lookup.
-  @inline(__always)
+  @inlinable
   mutating func _getOrInsert(_ key: Key, _ make: () -> Value) -> Value {
     func project(_ value: inout Value) -> Value { value }
     return project(&self[key, default: make()])

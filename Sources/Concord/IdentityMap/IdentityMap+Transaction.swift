@@ -19,7 +19,9 @@ extension IdentityMap {
       -> EntityObserver<T>
     {
       checkOpen()
-      return map._core.write { map._core.observer(for: map._core.store(entity, stamp: modifiedAt)) }
+      return map._core.write {
+        map._core.store(entity, stamp: modifiedAt, held: true) { map._core.observer(for: $0) }
+      }
     }
 
     /// Stores entities in the transaction and returns one handle following all of them.

@@ -19,7 +19,7 @@
 /// Every method may be called from any thread. Writes are serialized by one lock; callbacks run
 /// after the lock is released, on the writing thread, before the write returns.
 public final class IdentityMap: Sendable {
-  let _core: _MapCore
+  @usableFromInline let _core: _MapCore
 
   /// Creates an empty map.
   ///
@@ -46,11 +46,11 @@ public final class IdentityMap: Sendable {
   ///
   /// - Complexity: O(1) for an entity without nested entities, plus O(parents touched) when
   ///   the value changed.
-  @discardableResult
+  @inlinable @discardableResult
   public func store<T: Identifiable & Sendable>(_ entity: T, modifiedAt: Stamp? = nil)
     -> EntityObserver<T>
   {
-    _core.write { _core.observer(for: _core.store(entity, stamp: modifiedAt)) }
+    _core.write { _core.store(entity, stamp: modifiedAt, held: true) { _core.observer(for: $0) } }
   }
 
   /// Inserts or replaces an aggregate and every entity nested in it, and returns a handle.
@@ -59,9 +59,11 @@ public final class IdentityMap: Sendable {
   /// newer keeps its value, and the aggregate shows that value. See ``Aggregate``.
   ///
   /// - Complexity: O(nested entities + parents touched).
-  @discardableResult
+  @inlinable @discardableResult
   public func store<T: Aggregate>(_ aggregate: T, modifiedAt: Stamp? = nil) -> EntityObserver<T> {
-    _core.write { _core.observer(for: _core.store(aggregate, stamp: modifiedAt)) }
+    _core.write {
+      _core.store(aggregate, stamp: modifiedAt, held: true) { _core.observer(for: $0) }
+    }
   }
 
   /// Stores each entity and returns one handle following all of them.
@@ -72,7 +74,7 @@ public final class IdentityMap: Sendable {
   /// position holding that id shows it.
   ///
   /// - Complexity: O(*n*) for *n* entities, plus their parents touched.
-  @discardableResult
+  @inlinable @discardableResult
   public func store<T: Identifiable & Sendable>(_ entities: [T], modifiedAt: Stamp? = nil)
     -> EntityObserver<[T]>
   {
@@ -81,7 +83,7 @@ public final class IdentityMap: Sendable {
 
   /// Stores each aggregate and its nested entities, and returns one handle following all of
   /// them. See ``store(_:modifiedAt:)-([T],_)``.
-  @discardableResult
+  @inlinable @discardableResult
   public func store<T: Aggregate>(_ aggregates: [T], modifiedAt: Stamp? = nil) -> EntityObserver<
     [T]
   > {
@@ -95,10 +97,10 @@ public final class IdentityMap: Sendable {
   /// The handle holds the entity alive from now on.
   ///
   /// - Complexity: O(1).
+  @inlinable
   public func find<T: Identifiable & Sendable>(_ type: T.Type, id: T.ID) -> EntityObserver<T>? {
     _core.read {
-      guard let node = _core.table(for: T.self).nodes[id] else { return nil }
-      return _core.observer(for: node)
+      _core.withTable(for: T.self) { table in table.withNode(id) { _core.observer(for: $0) } }
     }
   }
 
@@ -118,7 +120,7 @@ public final class IdentityMap: Sendable {
   ///   including when the stamp is stale (then `body` does not run).
   /// - Note: If `body` changes the `id`, the result is stored as the entity with the new id,
   ///   and the one with the old id is left as it was.
-  @discardableResult
+  @inlinable @discardableResult
   public func update<T: Identifiable & Sendable>(
     _ type: T.Type, id: T.ID, modifiedAt: Stamp? = nil, _ body: (inout T) -> Void
   ) -> Bool {
@@ -137,7 +139,7 @@ public final class IdentityMap: Sendable {
   /// - Complexity: O(the entity's links + ancestors touched).
   public func remove<T: Identifiable & Sendable>(_ type: T.Type, id: T.ID) {
     _core.write {
-      guard let node = _core.table(for: T.self).nodes[id] else { return }
+      guard let node = _core.table(for: T.self).node(id) else { return }
       _core.remove([node])
     }
   }
@@ -198,41 +200,47 @@ public final class IdentityMap: Sendable {
 
 extension _MapCore {
   /// A new public handle on `node`.
-  @inline(__always)
+  @inlinable
   func observer<Value>(for node: _Node<Value>) -> EntityObserver<Value> {
     EntityObserver(handle(for: node))
   }
 
   /// Stores `entities` behind a new batch list node.
+  @inlinable
   func storeList<T: Identifiable & Sendable>(_ entities: [T], stamp: Stamp?) -> _Node<[T]> {
-    let list = _Node(value: entities)
+    let list = _Node(value: entities, flags: .fresh)
     list.epoch = epochCounter
+    adopt(list)
     writeTree(into: list, payload: entities, schema: .list(of: T.self), stamp: stamp)
     return list
   }
 
   /// See `IdentityMap.update(_:id:modifiedAt:_:)`.
+  @inlinable
   func update<T: Identifiable & Sendable>(
     _: T.Type, id: T.ID, stamp: Stamp?, _ body: (inout T) -> Void
   ) -> Bool {
-    let table = table(for: T.self)
-    guard let node = table.nodes[id] else { return false }
-    guard node.stamp._admits(stamp) else {
-      logStale(node, incoming: stamp)
-      return true
+    withTable(for: T.self) { table in
+      table.withNode(id) { node in
+        guard node.stamp._admits(stamp) else {
+          logStale(node, incoming: stamp)
+          return true
+        }
+        var value = node.value
+        body(&value)
+        // NB: the body may have removed the entity through a nested write. The borrowed node
+        // stays valid meanwhile: a removal hands the table's retain to the batch.
+        guard !node.flags.contains(.removed) else { return false }
+        if value.id != id {
+          store(value, stamp: stamp, held: false) { _ in }
+        } else if table.schema.isLeaf {
+          writeLeaf(node, value, stamp: stamp, schema: table.schema)
+        } else {
+          writeTree(into: node, payload: value, schema: table.schema, stamp: stamp)
+        }
+        return true
+      } ?? false
     }
-    var value = node.value
-    body(&value)
-    // NB: the body may have removed the entity through a nested write.
-    guard !node.flags.contains(.removed) else { return false }
-    if value.id != id {
-      _ = store(value, stamp: stamp)
-    } else if table.schema.isLeaf {
-      writeLeaf(node, value, stamp: stamp, schema: table.schema)
-    } else {
-      writeTree(into: node, payload: value, schema: table.schema, stamp: stamp)
-    }
-    return true
   }
 
   /// Removes every entity, then every alias.

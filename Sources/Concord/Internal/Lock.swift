@@ -12,9 +12,10 @@
 /// intercepted by ThreadSanitizer, which then reports false races. A pthread mutex keeps the
 /// `--sanitize=thread` run meaningful. It is `package` so that the benchmarks' floor measures the
 /// same lock the map uses.
+@usableFromInline
 package final class Lock: @unchecked Sendable {
   // NB: @unchecked because the mutex lives behind a pointer; pthread makes it safe to share.
-  private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+  @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
   /// Creates an unlocked mutex. A recursive one may be locked again by the thread holding it.
   package init(recursive: Bool = false) {
@@ -35,19 +36,19 @@ package final class Lock: @unchecked Sendable {
   }
 
   /// Blocks until the calling thread holds the mutex.
-  @inline(__always)
+  @inlinable
   package func lock() {
     pthread_mutex_lock(mutex)
   }
 
   /// Releases the mutex. The calling thread must hold it.
-  @inline(__always)
+  @inlinable
   package func unlock() {
     pthread_mutex_unlock(mutex)
   }
 
   /// Runs `body` while holding the mutex.
-  @inline(__always)
+  @inlinable
   package func withLock<R>(_ body: () throws -> R) rethrows -> R {
     pthread_mutex_lock(mutex)
     defer { pthread_mutex_unlock(mutex) }

@@ -17,8 +17,9 @@
 /// }
 /// ```
 public struct EntityObserver<Value: Sendable>: Sendable {
-  let _handle: _Handle<Value>
+  @usableFromInline let _handle: _Handle<Value>
 
+  @inlinable
   init(_ handle: _Handle<Value>) {
     _handle = handle
   }
@@ -26,6 +27,7 @@ public struct EntityObserver<Value: Sendable>: Sendable {
   /// The current value, read from the map.
   ///
   /// After the entity is removed, this is its last value.
+  @inlinable
   public var value: Value {
     _handle.core.read { _handle.node.value }
   }
@@ -93,13 +95,18 @@ extension EntityObserver where Value: Identifiable {
   }
 }
 
-/// The object every `EntityObserver` copy of one node shares. While it lives it counts as one
-/// hold on the node; its deinit gives the hold back.
+/// The object behind one `EntityObserver` and its copies. While it lives it counts as one hold
+/// on the node; its deinit gives the hold back.
+@usableFromInline
 final class _Handle<Value: Sendable>: Sendable {
-  let core: _MapCore
-  // NB: nonisolated(unsafe): the node is only touched while holding `core.lock`.
-  nonisolated(unsafe) let node: _Node<Value>
+  /// NB: unowned(unsafe): the map keeps itself alive while any handle lives; see
+  /// `_MapCore.liveHandles`.
+  @usableFromInline unowned(unsafe) let core: _MapCore
+  /// NB: nonisolated(unsafe): the node is only touched while holding `core.lock`. And
+  /// unowned(unsafe): while a handle lives, the map holds its node (in a table, or adopted).
+  @usableFromInline nonisolated(unsafe) unowned(unsafe) let node: _Node<Value>
 
+  @inlinable
   init(core: _MapCore, node: _Node<Value>) {
     self.core = core
     self.node = node

@@ -48,7 +48,7 @@ struct _Outcome {
 
   /// Logs, then delivers, on the calling thread.
   func run(logger: (any IdentityMapLogger)?, deliveryLock: Lock) {
-    if let logger {
+    if !events.isEmpty, let logger {
       for event in events { logger.log(event()) }
     }
     for delivery in deliveries { delivery.run(deliveryLock) }

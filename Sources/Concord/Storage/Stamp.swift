@@ -33,7 +33,7 @@ extension Stamp {
   /// Whether a write stamped `incoming` may replace a value whose recorded stamp is `self`.
   ///
   /// `self` is NaN when nothing was ever recorded. See ``Stamp`` for the table.
-  @inline(__always)
+  @inlinable
   func _admits(_ incoming: Stamp?) -> Bool {
     guard let incoming, !isNaN else { return true }
     // NB: `incoming > self` is false for a NaN incoming stamp: NaN is older than any stamp.

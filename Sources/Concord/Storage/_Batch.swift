@@ -1,25 +1,35 @@
 /// What the current outermost write has collected: what to tell once the lock is released, what
 /// to check before, and how to undo it while a transaction is open.
+@usableFromInline
 struct _Batch {
+  @usableFromInline init() {}
+
   /// Nodes with subscribers whose value changed, in the order they first changed.
-  var changed: [_AnyNode] = []
+  @usableFromInline var changed: [_AnyNode] = []
   /// Removed nodes with subscribers: their streams finish.
-  var removed: [_AnyNode] = []
+  @usableFromInline var removed: [_AnyNode] = []
   /// Log events, rendered after the lock is released. Empty without a logger.
-  var events: [() -> IdentityMapEvent] = []
+  @usableFromInline var events: [() -> IdentityMapEvent] = []
   /// Nodes that lost their last external hold; see `settleLifetimes`.
-  var candidates: [_AnyNode] = []
+  @usableFromInline var candidates: [_AnyNode] = []
   /// Objects to release only after the lock is released, such as cancelled callbacks.
-  var graveyard: [AnyObject] = []
+  @usableFromInline var graveyard: [AnyObject] = []
   /// How to revert each mutation, recorded while a transaction is open.
-  var undo: [_Undo] = []
+  @usableFromInline var undo: [_Undo] = []
   /// The open transactions, innermost last.
-  var transactions: [Int] = []
+  @usableFromInline var transactions: [Int] = []
   /// Set while reverting, so that reverting records nothing.
-  var isRollingBack = false
+  @usableFromInline var isRollingBack = false
+
+  /// Whether the write left nothing to settle or tell.
+  @inline(__always)
+  var isIdle: Bool {
+    candidates.isEmpty && changed.isEmpty && removed.isEmpty && events.isEmpty && graveyard.isEmpty
+      && undo.isEmpty
+  }
 
   /// Whether mutations must be recorded in `undo`.
-  @inline(__always)
+  @inlinable
   var recordsUndo: Bool { !transactions.isEmpty && !isRollingBack }
 
   /// Hands over what must happen after the lock is released, and starts afresh.
@@ -58,6 +68,7 @@ struct _Savepoint {
 }
 
 /// How to revert one mutation.
+@usableFromInline
 enum _Undo {
   /// Restores a node's value and stamp.
   case value(() -> Void)
@@ -97,11 +108,14 @@ extension _MapCore {
       case .links(let node, let links):
         relink(node, to: links)
       case .inserted(let node):
-        node.unregister(from: self)
+        unregisterKeepingHolders(node)
         node.flags.insert(.removed)
       case .removed(let node, let wasRegistered):
         node.flags.remove(.removed)
-        if wasRegistered { node.reregister(in: self) }
+        if wasRegistered {
+          node.reregister(in: self)
+          disown(node)
+        }
       case .anchor(let node, let wasAnchored):
         setAnchor(node, wasAnchored)
       }

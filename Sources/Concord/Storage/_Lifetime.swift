@@ -7,7 +7,7 @@
 
 extension _MapCore {
   /// Queues `node` for the end-of-write check if it lost its last external hold.
-  @inline(__always)
+  @usableFromInline
   func noteHoldDropped(_ node: _AnyNode) {
     guard node.externalHolds == 0, !node.flags.contains(.candidate) else { return }
     node.flags.insert(.candidate)
@@ -48,9 +48,10 @@ extension _MapCore {
 
   /// Takes `node`, which nobody holds, out of the map and drops its links.
   func purge(_ node: _AnyNode) {
+    disown(node)
     if node.flags.contains(.registered) {
       node.unregister(from: self)
-      if logger != nil, let reference = node.makeReference() {
+      if isLogging, let reference = node.makeReference() {
         batch.events.append { .released(reference()) }
       }
     }
@@ -98,6 +99,32 @@ extension _MapCore {
     for node in subgraph where !live.contains(ObjectIdentifier(node)) {
       purge(node)
     }
+  }
+
+  /// Holds `node` with a manual retain: handles hold nodes unowned, so a node that no table
+  /// holds (a batch list, a removed entity still observed) is kept alive by the map while
+  /// anything outside holds it. NB: this spares an atomic retain and release of the node on
+  /// every `find`.
+  @usableFromInline
+  func adopt(_ node: _AnyNode) {
+    guard !node.flags.contains(.adopted) else { return }
+    node.flags.insert(.adopted)
+    _ = Unmanaged.passUnretained(node).retain()
+  }
+
+  /// Gives back the manual retain of `adopt(_:)`, if any. The node itself is released only after
+  /// the lock, with the batch.
+  func disown(_ node: _AnyNode) {
+    guard node.flags.contains(.adopted) else { return }
+    node.flags.remove(.adopted)
+    batch.graveyard.append(node)
+    Unmanaged.passUnretained(node).release()
+  }
+
+  /// Takes `node` out of its table, keeping it alive if something outside still holds it.
+  func unregisterKeepingHolders(_ node: _AnyNode) {
+    node.unregister(from: self)
+    if node.externalHolds > 0 { adopt(node) }
   }
 
   /// Sets or clears the anchor of an alias node after its value changed: a set alias holds

@@ -4,49 +4,108 @@
 /// graph and storage code mutates nodes and records in ``batch`` what must be told; when the
 /// outermost write ends, ``write(_:)`` settles lifetimes, takes the batch's deliveries, releases
 /// the lock, and only then calls user code: loggers, callbacks, streams.
+@usableFromInline
 final class _MapCore: @unchecked Sendable {
   // NB: @unchecked because every mutable field and every node reachable from here is only
   // touched while holding `lock`; subscribers' delivery state is guarded by `deliveryLock`.
 
   /// Guards all the map's state. Recursive, so that a write made from inside an `update` body
   /// or a transaction body joins the enclosing write instead of deadlocking.
-  let lock = Lock(recursive: true)
+  @usableFromInline let lock = Lock(recursive: true)
   /// Guards subscribers' delivery state. Never held while calling out, never held while taking
   /// `lock`.
   let deliveryLock = Lock()
   let logger: (any IdentityMapLogger)?
+  /// Whether there is a logger. NB: a Bool, because testing the optional existential copies it.
+  @usableFromInline let isLogging: Bool
 
   // MARK: State guarded by `lock`
 
   /// One table per entity type.
-  private var tables: [ObjectIdentifier: _AnyTable] = [:]
-  /// The last table looked up: most calls in a row are about one type.
-  private var lastTable: (key: ObjectIdentifier, table: _AnyTable)?
+  #if DEBUG
+    private var tables: [ObjectIdentifier: _AnyTable] = [:]
+  #else
+    @exclusivity(unchecked) private var tables: [ObjectIdentifier: _AnyTable] = [:]
+  #endif
+  /// The last table looked up, by type: most calls in a row are about one type.
+  /// NB: unmanaged: tables live as long as the map, and the hot path then borrows the table
+  /// without a retain and release.
+  #if DEBUG
+    @usableFromInline var lastTableKey: ObjectIdentifier?
+    @usableFromInline var lastTable: Unmanaged<_AnyTable>?
+  #else
+    @exclusivity(unchecked) @usableFromInline var lastTableKey: ObjectIdentifier?
+    @exclusivity(unchecked) @usableFromInline var lastTable: Unmanaged<_AnyTable>?
+  #endif
+  /// How many handles on this map's nodes are alive, and the reference that keeps the map
+  /// alive meanwhile. NB: handles hold the map unowned, which spares two atomic reference-count
+  /// operations on the shared map object per `find` and per release; the map holds itself
+  /// while any handle lives instead.
+  #if DEBUG
+    @usableFromInline var liveHandles = 0
+    @usableFromInline var selfRetain: _MapCore?
+  #else
+    @exclusivity(unchecked) @usableFromInline var liveHandles = 0
+    @exclusivity(unchecked) @usableFromInline var selfRetain: _MapCore?
+  #endif
   /// The alias slots.
-  var aliases: [_AliasID: _AnyNode] = [:]
+  #if DEBUG
+    var aliases: [_AliasID: _AnyNode] = [:]
+  #else
+    @exclusivity(unchecked) var aliases: [_AliasID: _AnyNode] = [:]
+  #endif
   /// Registered entity nodes, all types together.
-  var liveCount = 0
+  #if DEBUG
+    var liveCount = 0
+  #else
+    @exclusivity(unchecked) var liveCount = 0
+  #endif
   /// The last epoch handed out; see `_AnyNode.epoch`.
-  private(set) var epochCounter: UInt64 = 1
+  #if DEBUG
+    @usableFromInline var epochCounter: UInt64 = 1
+  #else
+    @exclusivity(unchecked) @usableFromInline var epochCounter: UInt64 = 1
+  #endif
   /// The number of the last transaction opened.
   var transactionSerial = 0
   /// How many frames of this map the thread holding `lock` is inside.
-  private(set) var depth = 0
+  #if DEBUG
+    @usableFromInline var depth = 0
+  #else
+    @exclusivity(unchecked) @usableFromInline var depth = 0
+  #endif
   /// What the current outermost write has to settle and tell.
-  var batch = _Batch()
+  #if DEBUG
+    @usableFromInline var batch = _Batch()
+  #else
+    @exclusivity(unchecked) @usableFromInline var batch = _Batch()
+  #endif
   /// Work from deinits that ran while this thread was inside a write, done before it ends.
   /// NB: kept out of `batch` so that a deinit firing while `batch` is being mutated touches a
   /// different stored property.
-  var deferred: [_Deferred] = []
+  #if DEBUG
+    @usableFromInline var deferred: [_Deferred] = []
+  #else
+    @exclusivity(unchecked) @usableFromInline var deferred: [_Deferred] = []
+  #endif
 
+  @usableFromInline
   init(logger: (any IdentityMapLogger)?) {
     self.logger = logger
+    isLogging = logger != nil
+  }
+
+  deinit {
+    // NB: links are strong, so what an alias still held may form cycles by identity; drop
+    // every link so that the tables' release frees all nodes. Nothing else can reach them now.
+    for table in tables.values { table.forEachNode { $0.extras?.children.removeAll() } }
+    for alias in aliases.values { alias.extras?.children.removeAll() }
   }
 
   // MARK: Entering and leaving the lock
 
   /// Runs `body` under the lock without writing.
-  @inline(__always)
+  @inlinable
   func read<R>(_ body: () -> R) -> R {
     lock.lock()
     depth += 1
@@ -65,6 +124,7 @@ final class _MapCore: @unchecked Sendable {
   /// Runs `body` as a write. The outermost write then settles lifetimes, releases the lock, and
   /// delivers what changed; a nested write (from an `update` or transaction body, on the same
   /// thread) is part of the enclosing one.
+  @inlinable
   func write<R>(_ body: () throws -> R) rethrows -> R {
     lock.lock()
     depth += 1
@@ -80,7 +140,13 @@ final class _MapCore: @unchecked Sendable {
   }
 
   /// Ends the outermost write: settles lifetimes, releases the lock, then logs and delivers.
-  private func endWrite() {
+  @usableFromInline
+  func endWrite() {
+    if batch.isIdle && deferred.isEmpty {
+      depth -= 1
+      lock.unlock()
+      return
+    }
     settleLifetimes()
     let outcome = batch.takeOutcome()
     depth -= 1
@@ -89,7 +155,7 @@ final class _MapCore: @unchecked Sendable {
   }
 
   /// A new epoch for one write. Epochs only grow.
-  @inline(__always)
+  @inlinable
   func nextEpoch() -> UInt64 {
     epochCounter &+= 1
     return epochCounter
@@ -98,28 +164,32 @@ final class _MapCore: @unchecked Sendable {
   // MARK: Tables
 
   /// The table of entity type `T`, created on first use.
-  @inline(__always)
+  @inlinable
   func table<T: Identifiable & Sendable>(for _: T.Type) -> _Table<T> {
-    let key = ObjectIdentifier(T.self)
-    if let lastTable, lastTable.key == key {
-      return unsafeDowncast(lastTable.table, to: _Table<T>.self)
-    }
-    return slowTable(for: T.self, key: key)
+    withTable(for: T.self) { $0 }
   }
 
-  @inline(never)
-  private func slowTable<T: Identifiable & Sendable>(for _: T.Type, key: ObjectIdentifier)
-    -> _Table<T>
-  {
-    let table: _Table<T>
+  /// Calls `body` with the table of entity type `T`, borrowed without reference counting.
+  @inlinable
+  func withTable<T: Identifiable & Sendable, R>(for _: T.Type, _ body: (_Table<T>) -> R) -> R {
+    let key = ObjectIdentifier(T.self)
+    if lastTableKey != key { cacheTable(for: T.self, key: key) }
+    return lastTable.unsafelyUnwrapped._withUnsafeGuaranteedRef {
+      body(unsafeDowncast($0, to: _Table<T>.self))
+    }
+  }
+
+  @usableFromInline @inline(never)
+  func cacheTable<T: Identifiable & Sendable>(for _: T.Type, key: ObjectIdentifier) {
+    let table: _AnyTable
     if let existing = tables[key] {
-      table = unsafeDowncast(existing, to: _Table<T>.self)
+      table = existing
     } else {
       table = _Table<T>()
       tables[key] = table
     }
-    lastTable = (key, table)
-    return table
+    lastTableKey = key
+    lastTable = Unmanaged.passUnretained(table)
   }
 
   /// Calls `body` with every registered entity node.
@@ -129,27 +199,46 @@ final class _MapCore: @unchecked Sendable {
 
   // MARK: Handles
 
-  /// The handle shared by every observer of `node`, made if none lives.
-  @inline(__always)
+  /// A new handle on `node`: one more external hold, given back when the handle is released.
+  ///
+  /// NB: every `store` and `find` makes its own handle, rather than sharing one per node. A
+  /// shared handle needs a weak reference from the node (so that a `find` racing with the last
+  /// release never revives a dying object), and Swift's weak references cost a 48-byte side
+  /// table per node and a slower load. Copies of one `EntityObserver` still share its handle.
+  @inlinable
   func handle<Value>(for node: _Node<Value>) -> _Handle<Value> {
-    if let handle = node.handle { return handle }
-    let handle = _Handle(core: self, node: node)
-    node.handle = handle
     node.externalHolds += 1
-    return handle
+    if liveHandles == 0 { selfRetain = self }
+    liveHandles += 1
+    return _Handle(core: self, node: node)
   }
 
   /// Called by a handle's deinit: the handle's hold on `node` is gone.
+  @usableFromInline
   func releaseHandle(of node: _AnyNode) {
-    write {
-      if depth > 1 {
-        // NB: a deinit inside one of our frames (a handle dropped in a transaction body, or
-        // held by a value we just replaced) must not touch the graph mid-write.
-        deferred.append(.releaseHold(node))
-      } else {
-        dropExternalHold(on: node)
-      }
+    lock.lock()
+    liveHandles -= 1
+    // NB: the map may only let go of itself after its lock is released, by its last frame.
+    let lastRetain = liveHandles == 0 ? selfRetain.take() : nil
+    if depth > 0 {
+      // NB: a deinit inside one of our frames (a handle dropped in a transaction body, or held
+      // by a value we just replaced) must not touch the graph mid-write.
+      deferred.append(.releaseHold(node))
+      if let lastRetain { batch.graveyard.append(lastRetain) }
+      lock.unlock()
+      return
     }
+    node.externalHolds -= 1
+    if node.externalHolds > 0 {
+      // The common case: another holder remains, nothing to settle.
+      lock.unlock()
+      withExtendedLifetime(lastRetain) {}
+      return
+    }
+    depth = 1
+    noteHoldDropped(node)
+    if let lastRetain { batch.graveyard.append(lastRetain) }
+    endWrite()
   }
 
   /// Removes one external hold from `node`.
@@ -164,19 +253,20 @@ final class _MapCore: @unchecked Sendable {
   /// Records a log event, rendered after the lock is released.
   @inline(__always)
   func log(_ event: @escaping () -> IdentityMapEvent) {
-    if logger != nil { batch.events.append(event) }
+    if isLogging { batch.events.append(event) }
   }
 
   /// Records that `node` was written, if it is an entity.
-  @inline(__always)
+  @usableFromInline
   func logStored(_ node: _AnyNode, stamp: Stamp?) {
-    guard logger != nil, let reference = node.makeReference() else { return }
+    guard isLogging, let reference = node.makeReference() else { return }
     batch.events.append { .stored(reference(), modifiedAt: stamp) }
   }
 
   /// Records that a write to `node` stamped `incoming` was refused.
+  @usableFromInline
   func logStale(_ node: _AnyNode, incoming: Stamp?) {
-    guard logger != nil else { return }
+    guard isLogging else { return }
     let stored = node.stamp
     let incoming = incoming ?? .nan
     if let reference = node.makeReference() {
@@ -192,6 +282,7 @@ final class _MapCore: @unchecked Sendable {
 }
 
 /// A deinit's work, deferred because it ran while this thread was inside a write.
+@usableFromInline
 enum _Deferred {
   /// A handle's hold on the node is gone.
   case releaseHold(_AnyNode)

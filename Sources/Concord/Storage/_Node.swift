@@ -1,39 +1,51 @@
 /// Flags that outlive a write.
-struct _NodeFlags: OptionSet {
-  let rawValue: UInt16
+@usableFromInline
+struct _NodeFlags: OptionSet, Sendable {
+  @usableFromInline let rawValue: UInt16
+
+  @inlinable init(rawValue: UInt16) { self.rawValue = rawValue }
 
   /// The node is the entry of its table (an entity) or of the alias table (an alias).
-  static let registered = _NodeFlags(rawValue: 1 << 0)
+  @usableFromInline static let registered = _NodeFlags(rawValue: 1 << 0)
   /// The node was taken out of the map by `remove`, `removeAll` or a rolled-back transaction.
-  static let removed = _NodeFlags(rawValue: 1 << 1)
+  @usableFromInline static let removed = _NodeFlags(rawValue: 1 << 1)
   /// An alias that is set: it holds itself, like a handle would.
-  static let anchored = _NodeFlags(rawValue: 1 << 2)
+  @usableFromInline static let anchored = _NodeFlags(rawValue: 1 << 2)
   /// The node was created by the current write and has no previous value.
-  static let fresh = _NodeFlags(rawValue: 1 << 3)
+  @usableFromInline static let fresh = _NodeFlags(rawValue: 1 << 3)
   /// The node is queued in the batch's commit list.
-  static let queued = _NodeFlags(rawValue: 1 << 4)
+  @usableFromInline static let queued = _NodeFlags(rawValue: 1 << 4)
   /// The node is queued as a release candidate.
-  static let candidate = _NodeFlags(rawValue: 1 << 5)
+  @usableFromInline static let candidate = _NodeFlags(rawValue: 1 << 5)
   /// The node is an alias slot.
-  static let alias = _NodeFlags(rawValue: 1 << 6)
+  @usableFromInline static let alias = _NodeFlags(rawValue: 1 << 6)
+  /// No table holds the node, so the map holds it with a manual retain while anything outside
+  /// does; see `_MapCore.adopt(_:)`.
+  @usableFromInline static let adopted = _NodeFlags(rawValue: 1 << 7)
 }
 
 /// Flags that only mean something during one write: valid while `node.epoch` is that write's
 /// epoch, and ignored (as if zero) otherwise, so nobody has to clear them.
-struct _OpBits: OptionSet {
-  let rawValue: UInt16
+@usableFromInline
+struct _OpBits: OptionSet, Sendable {
+  @usableFromInline let rawValue: UInt16
+
+  @inlinable init(rawValue: UInt16) { self.rawValue = rawValue }
 
   /// Reached by the walk that orders the nodes to settle.
-  static let visited = _OpBits(rawValue: 1 << 0)
+  @usableFromInline static let visited = _OpBits(rawValue: 1 << 0)
   /// Its final value for this write is computed; later patches must not touch it.
-  static let settled = _OpBits(rawValue: 1 << 1)
+  @usableFromInline static let settled = _OpBits(rawValue: 1 << 1)
   /// A child pushed a new value into it.
-  static let patched = _OpBits(rawValue: 1 << 2)
-  /// Claimed by this write (see `_Claims`).
-  static let claimed = _OpBits(rawValue: 1 << 3)
+  @usableFromInline static let patched = _OpBits(rawValue: 1 << 2)
+  /// An accepted claim of this write was applied to it (see `_Write.swift`).
+  @usableFromInline static let claimed = _OpBits(rawValue: 1 << 3)
+  /// Offered a claim by this write's claims pass: `claimIndex` names its winning claim.
+  @usableFromInline static let offered = _OpBits(rawValue: 1 << 4)
 }
 
 /// A link from a parent to one occurrence of a child entity inside the parent's value.
+@usableFromInline
 struct _ChildLink {
   /// The child node. NB: strong: a live parent keeps its children in memory.
   let child: _AnyNode
@@ -42,10 +54,19 @@ struct _ChildLink {
   /// Where the child sits: 0 for a single entity, the offset in a collection otherwise.
   let position: Int
   /// The index of the matching `_ParentRef` in `child.extras.parents`.
-  var backIndex: Int
+  @usableFromInline var backIndex: Int
+
+  @usableFromInline
+  init(child: _AnyNode, accessor: AnyObject, position: Int, backIndex: Int) {
+    self.child = child
+    self.accessor = accessor
+    self.position = position
+    self.backIndex = backIndex
+  }
 }
 
 /// The way back from a child to one link of a parent.
+@usableFromInline
 struct _ParentRef {
   /// NB: unowned(unsafe): a parent unlinks its children before it is dropped, so a child never
   /// sees a dangling parent.
@@ -55,13 +76,26 @@ struct _ParentRef {
 }
 
 /// The parts of a node that most entities never need, allocated on first use.
+@usableFromInline
 final class _NodeExtras {
   /// Links to the entities this node's value holds, in the order of its nested entities.
-  var children: [_ChildLink] = []
+  #if DEBUG
+    @usableFromInline var children: [_ChildLink] = []
+  #else
+    @exclusivity(unchecked) @usableFromInline var children: [_ChildLink] = []
+  #endif
   /// Links from the aggregates, batch handles and aliases that hold this node.
-  var parents: [_ParentRef] = []
+  #if DEBUG
+    @usableFromInline var parents: [_ParentRef] = []
+  #else
+    @exclusivity(unchecked) @usableFromInline var parents: [_ParentRef] = []
+  #endif
   /// Callbacks and streams observing this node; each is a `_Subscriber<Value>`.
-  var subscribers: [_AnySubscriber] = []
+  #if DEBUG
+    @usableFromInline var subscribers: [_AnySubscriber] = []
+  #else
+    @exclusivity(unchecked) @usableFromInline var subscribers: [_AnySubscriber] = []
+  #endif
   /// The alias this node is the slot of, if any.
   var alias: _AliasID?
 }
@@ -70,21 +104,62 @@ final class _NodeExtras {
 ///
 /// Every field is guarded by the owning map's lock. The typed part lives in `_Node<Value>`; this
 /// base holds what the graph and lifetime algorithms need without knowing the type.
+///
+/// NB: the hot stored properties here, in `_MapCore` and in `_Table` are
+/// `@exclusivity(unchecked)` in release builds. The map's lock already makes every access
+/// exclusive between threads, and Swift's dynamic checks on class properties cost about half of
+/// a propagation once these are `@usableFromInline`. Debug builds, where the tests run, keep the
+/// checks.
+@usableFromInline
 class _AnyNode {
+  // NB: the hold counts come first, next to the object header, so that a find on a cold node
+  // touches one cache line.
+  /// Holds from outside the graph: each handle, each subscription, the alias anchor.
+  #if DEBUG
+    @usableFromInline final var externalHolds: Int32 = 0
+  #else
+    @exclusivity(unchecked) @usableFromInline final var externalHolds: Int32 = 0
+  #endif
+  /// Holds from live parents: one per incoming link.
+  #if DEBUG
+    @usableFromInline final var internalHolds: Int32 = 0
+  #else
+    @exclusivity(unchecked) @usableFromInline final var internalHolds: Int32 = 0
+  #endif
+  #if DEBUG
+    @usableFromInline final var flags: _NodeFlags
+  #else
+    @exclusivity(unchecked) @usableFromInline final var flags: _NodeFlags
+  #endif
+  /// Per-write bits, meaningful only while `epoch` is the current write's epoch.
+  #if DEBUG
+    @usableFromInline final var opBits: _OpBits = []
+  #else
+    @exclusivity(unchecked) @usableFromInline final var opBits: _OpBits = []
+  #endif
   /// The epoch of the last write that visited this node. NB: epochs only grow, so this doubles as
   /// the version that orders deliveries.
-  final var epoch: UInt64 = 0
+  /// While `opBits` has `.offered`: the index of the node's winning claim in the write's
+  /// claims. NB: it fills the padding before `epoch`, so it costs no memory.
+  @usableFromInline final var claimIndex: Int32 = 0
+  #if DEBUG
+    @usableFromInline final var epoch: UInt64 = 0
+  #else
+    @exclusivity(unchecked) @usableFromInline final var epoch: UInt64 = 0
+  #endif
   /// The newest stamp applied, or NaN when none was.
-  final var stamp: Stamp = .nan
-  /// Holds from outside the graph: the shared handle, each subscription, the alias anchor.
-  final var externalHolds: Int32 = 0
-  /// Holds from live parents: one per incoming link.
-  final var internalHolds: Int32 = 0
-  final var flags: _NodeFlags
-  /// Per-write bits, meaningful only while `epoch` is the current write's epoch.
-  final var opBits: _OpBits = []
-  final var extras: _NodeExtras?
+  #if DEBUG
+    @usableFromInline final var stamp: Stamp = .nan
+  #else
+    @exclusivity(unchecked) @usableFromInline final var stamp: Stamp = .nan
+  #endif
+  #if DEBUG
+    @usableFromInline final var extras: _NodeExtras?
+  #else
+    @exclusivity(unchecked) @usableFromInline final var extras: _NodeExtras?
+  #endif
 
+  @usableFromInline
   init(flags: _NodeFlags) {
     self.flags = flags
   }
@@ -103,21 +178,21 @@ class _AnyNode {
   final var hasChildren: Bool { !(extras?.children.isEmpty ?? true) }
 
   /// Whether the node has parents to propagate to.
-  @inline(__always)
+  @inlinable
   final var hasParents: Bool { !(extras?.parents.isEmpty ?? true) }
 
   /// Whether someone observes this node.
-  @inline(__always)
+  @inlinable
   final var hasSubscribers: Bool { !(extras?.subscribers.isEmpty ?? true) }
 
   /// The per-write bits for `epoch`, empty if the node was not visited by that write.
-  @inline(__always)
+  @inlinable
   final func bits(at epoch: UInt64) -> _OpBits {
     self.epoch == epoch ? opBits : []
   }
 
   /// Adds bits for `epoch`, resetting stale ones first.
-  @inline(__always)
+  @inlinable
   final func insert(_ bits: _OpBits, at epoch: UInt64) {
     if self.epoch != epoch {
       self.epoch = epoch
@@ -149,6 +224,7 @@ class _AnyNode {
   func makeDelivery() -> _Delivery? { fatalError("abstract") }
 
   /// Restores the value and stamp this node has now; used by rollback.
+  @usableFromInline
   func makeRestorer() -> () -> Void { fatalError("abstract") }
 
   /// Whether the alias slot this node is holds a value. Only meaningful for alias nodes.
@@ -164,20 +240,22 @@ class _AnyNode {
 
 /// A slot holding a value of type `Value`: the list behind a batch handle as it is, and the base
 /// of entity and alias nodes.
+@usableFromInline
 class _Node<Value: Sendable>: _AnyNode {
-  final var value: Value
-  /// The handle shared by every `EntityObserver` of this node; it counts as one external hold
-  /// while it lives. NB: weak, so that a `find` racing with the last release of a handle sees
-  /// `nil` and makes a new one instead of reviving a dying object.
-  final weak var handle: _Handle<Value>?
+  #if DEBUG
+    @usableFromInline final var value: Value
+  #else
+    @exclusivity(unchecked) @usableFromInline final var value: Value
+  #endif
 
+  @usableFromInline
   init(value: Value, flags: _NodeFlags = []) {
     self.value = value
     super.init(flags: flags)
   }
 
   /// The value of `node`, which must be a `_Node<Value>`.
-  @inline(__always)
+  @inlinable
   static func _value(of node: _AnyNode) -> Value {
     unsafeDowncast(node, to: _Node<Value>.self).value
   }
@@ -233,6 +311,7 @@ class _Node<Value: Sendable>: _AnyNode {
     return _ValueDelivery(value: value, version: epoch, subscribers: subscribers)
   }
 
+  @usableFromInline
   final override func makeRestorer() -> () -> Void {
     let value = value
     let stamp = stamp
