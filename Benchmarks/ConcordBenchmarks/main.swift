@@ -6,7 +6,7 @@
 import Foundation
 
 let usage = """
-  usage: ConcordBenchmarks [--quick] [--filter NAME] [--n N] [--json FILE]
+  usage: ConcordBenchmarks [--quick] [--filter NAME] [--n N] [--samples K] [--json FILE]
 
     --quick        N = 20,000 and fewer repetitions: the whole run takes well under a minute
     --filter NAME  run only the workloads whose name contains NAME (repeatable)
