@@ -7,18 +7,21 @@ let package = Package(
     .macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9), .visionOS(.v1),
   ],
   products: [
-    .library(name: "Concord", targets: ["Concord"])
+    .library(name: "Concord", targets: ["Concord"]),
+    .library(name: "ConcordTesting", targets: ["ConcordTesting"]),
   ],
   targets: [
     .target(name: "Concord"),
+    .target(name: "ConcordTesting", dependencies: ["Concord"]),
     .executableTarget(
       name: "ConcordBenchmarks",
       dependencies: ["Concord", "CBenchmarkSupport"],
       path: "Benchmarks/ConcordBenchmarks"
     ),
     .target(name: "CBenchmarkSupport", path: "Benchmarks/CBenchmarkSupport"),
-    .testTarget(name: "ConcordTests", dependencies: ["Concord"]),
+    .testTarget(name: "ConcordTests", dependencies: ["Concord", "ConcordTesting"]),
     .testTarget(name: "ReadmeTests", dependencies: ["Concord"]),
+    .testTarget(name: "ConcordTestingTests", dependencies: ["Concord", "ConcordTesting"]),
   ],
   swiftLanguageModes: [.v6]
 )

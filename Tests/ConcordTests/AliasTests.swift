@@ -1,3 +1,4 @@
+import ConcordTesting
 import Testing
 
 @testable import Concord
@@ -80,7 +81,7 @@ struct AliasTests {
 
   @Test func removingAnAbsentAliasDoesNothing() {
     let map = IdentityMap()
-    let logger = RecordingTestLogger()
+    let logger = RecordingLogger()
     let logged = IdentityMap(logger: logger)
     map.removeAlias(named: AliasKey<User>.currentUser)
     logged.removeAlias(named: AliasKey<[User]>.team)
@@ -153,7 +154,7 @@ struct AliasTests {
   }
 
   @Test func aliasEventsAreLogged() {
-    let logger = RecordingTestLogger()
+    let logger = RecordingLogger()
     let map = IdentityMap(logger: logger)
     map.store(User(id: 1, name: "Ged"), named: .currentUser)
     map.removeAlias(named: AliasKey<User>.currentUser)

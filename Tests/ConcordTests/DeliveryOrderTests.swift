@@ -41,6 +41,27 @@ struct DeliveryOrderTests {
     subscription.cancel()
   }
 
+  @Test func theCurrentValueNeverArrivesAfterANewerChange() async {
+    let map = IdentityMap()
+    let counter = map.store(Counter(id: 1, value: 0))
+    let received = Locked<[Int]>([])
+    let subscriptions = Locked<[Subscription]>([])
+    await withTaskGroup(of: Void.self) { group in
+      group.addTask { await Self.hammer(map) }
+      group.addTask {
+        // Subscribe while the writers run: the current value must never follow a newer one.
+        let subscription = counter.observe(includingCurrentValue: true) {
+          received.append($0.value)
+        }
+        subscriptions.append(subscription)
+      }
+    }
+    let values = received.value
+    #expect(!values.isEmpty)
+    #expect(zip(values, values.dropFirst()).allSatisfy { $0 < $1 })
+    #expect(values.last == Self.writers * Self.writesPerWriter)
+  }
+
   @Test func aStreamNeverYieldsAnOlderValueAfterANewerOne() async {
     let map = IdentityMap()
     let counter = map.store(Counter(id: 1, value: 0))

@@ -1,3 +1,4 @@
+import ConcordTesting
 import Testing
 
 @testable import Concord
@@ -34,7 +35,7 @@ struct FreshnessTests {
   }
 
   @Test func staleNestedWritesAreLogged() {
-    let logger = RecordingTestLogger()
+    let logger = RecordingLogger()
     let map = IdentityMap(logger: logger)
     let author = map.store(Author(id: 2, name: "fresh"), modifiedAt: 10)
     let book = map.store(Book.make("a", by: .ged), modifiedAt: 5)

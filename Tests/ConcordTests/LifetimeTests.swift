@@ -1,3 +1,4 @@
+import ConcordTesting
 import Foundation
 import Testing
 
@@ -197,7 +198,7 @@ struct LifetimeTests {
 
   @Test func releasedEntityIsNotReportedRemoved() {
     let map = IdentityMap()
-    let logger = RecordingTestLogger()
+    let logger = RecordingLogger()
     let logged = IdentityMap(logger: logger)
     logged.store(Author(id: 1, name: "A"))
     #expect(logger.events.contains(.released(EntityReference(Author.self, id: 1))))

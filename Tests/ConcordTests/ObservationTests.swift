@@ -25,6 +25,27 @@ struct ObservationTests {
     subscription.cancel()
   }
 
+  @Test func observeIncludingTheCurrentValueStartsWithIt() {
+    let map = IdentityMap()
+    let author = map.store(Author(id: 1, name: "A"))
+    let received = Locked<[String]>([])
+    let subscription = author.observe(includingCurrentValue: true) { received.append($0.name) }
+    #expect(received.value == ["A"], "the current value is delivered before observe returns")
+    map.store(Author(id: 1, name: "B"))
+    #expect(received.value == ["A", "B"])
+    subscription.cancel()
+  }
+
+  @Test func observeWithoutTheCurrentValueIsPlainObserve() {
+    let map = IdentityMap()
+    let author = map.store(Author(id: 1, name: "A"))
+    let received = Locked<[String]>([])
+    let subscription = author.observe(includingCurrentValue: false) { received.append($0.name) }
+    map.store(Author(id: 1, name: "B"))
+    #expect(received.value == ["B"])
+    subscription.cancel()
+  }
+
   @Test func callbackRunsOnTheWritingThread() async {
     let map = IdentityMap()
     let author = map.store(Author(id: 1, name: "A"))

@@ -1,3 +1,4 @@
+import ConcordTesting
 import Testing
 
 @testable import Concord
@@ -71,7 +72,7 @@ struct RemovalCascadeTests {
   }
 
   @Test func removalIsLoggedForEachRemovedEntity() {
-    let logger = RecordingTestLogger()
+    let logger = RecordingLogger()
     let map = IdentityMap(logger: logger)
     let shelf = map.store(Shelf.make(1, owner: .ged))
     map.remove(Author.self, id: 2)

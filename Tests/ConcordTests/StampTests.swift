@@ -1,3 +1,4 @@
+import ConcordTesting
 import Foundation
 import Testing
 
@@ -105,7 +106,7 @@ struct StampTests {
   }
 
   @Test func staleWriteIsLoggedWithBothStamps() {
-    let logger = RecordingTestLogger()
+    let logger = RecordingLogger()
     let map = IdentityMap(logger: logger)
     let author = map.store(Author(id: 1, name: "A"), modifiedAt: 10)
     map.store(Author(id: 1, name: "B"), modifiedAt: 4)

@@ -1,3 +1,4 @@
+import ConcordTesting
 import Testing
 
 @testable import Concord
@@ -37,7 +38,7 @@ struct TransactionTests {
   }
 
   @Test func aThrowingBodyRollsEverythingBackAndTellsNobody() {
-    let logger = RecordingTestLogger()
+    let logger = RecordingLogger()
     let map = IdentityMap(logger: logger)
     let author = map.store(Author(id: 1, name: "A"), modifiedAt: 1)
     let me = map.store(User(id: 1, name: "Ged"), named: .currentUser)

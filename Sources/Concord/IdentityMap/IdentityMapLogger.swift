@@ -50,9 +50,9 @@ public enum IdentityMapEvent: Hashable, Sendable, CustomStringConvertible {
   public var description: String {
     switch self {
     case .stored(let reference, let stamp):
-      "stored \(reference)" + (stamp.map { " modifiedAt \($0)" } ?? "")
+      "stored \(reference)" + (stamp.map { " modifiedAt \($0._text)" } ?? "")
     case .discardedStale(let target, let stored, let incoming):
-      "discarded stale write to \(target): incoming stamp \(incoming) is not newer than \(stored)"
+      "discarded stale write to \(target): incoming stamp \(incoming._text) is not newer than \(stored._text)"
     case .removed(let reference):
       "removed \(reference)"
     case .released(let reference):
@@ -105,5 +105,13 @@ public struct PrintLogger: IdentityMapLogger {
   /// Writes one line for the event.
   public func log(_ event: IdentityMapEvent) {
     output("\(prefix) \(event)")
+  }
+}
+
+extension Stamp {
+  /// The stamp as log text: `105` rather than `105.0` when it is a whole number.
+  var _text: String {
+    guard isFinite, rounded() == self, abs(self) < 1e15 else { return "\(self)" }
+    return String(Int64(self))
   }
 }

@@ -48,14 +48,51 @@ public struct EntityObserver<Value: Sendable>: Sendable {
   ///
   /// - Returns: A subscription. Keep it: releasing it cancels the observation.
   public func observe(_ onChange: @escaping @Sendable (Value) -> Void) -> Subscription {
+    observe(includingCurrentValue: false, onChange)
+  }
+
+  /// Calls `onChange` with the current value at once, if asked, then with each change committed
+  /// after this call, as ``observe(_:)`` does.
+  ///
+  /// Prefer this to reading ``value`` and then calling ``observe(_:)``: nothing can slip in
+  /// between. A change committed meanwhile by another thread is delivered after the current
+  /// value, never before it, and never lost.
+  ///
+  /// ```swift
+  /// let subscription = book.observe(includingCurrentValue: true) { book in
+  ///   render(book)   // at once, then on every change
+  /// }
+  /// ```
+  public func observe(
+    includingCurrentValue: Bool, _ onChange: @escaping @Sendable (Value) -> Void
+  ) -> Subscription {
+    subscribe(includingCurrentValue: includingCurrentValue) {
+      _Subscriber<Value>(lastVersion: $0, onValue: onChange)
+    }
+  }
+
+  /// Attaches the subscriber `make` builds from its initial version, lets `prepare` see the
+  /// subscription, then delivers the current value through the ordered path if asked.
+  private func subscribe(
+    includingCurrentValue: Bool, finishing: Bool = false,
+    _ make: (_ lastVersion: UInt64) -> _Subscriber<Value>,
+    prepare: (Subscription) -> Void = { _ in }
+  ) -> Subscription {
     let core = _handle.core
     let node = _handle.node
-    let subscriber = core.read {
-      let subscriber = _Subscriber<Value>(lastVersion: node.epoch, onValue: onChange)
+    let (subscriber, value, version, isRemoved) = core.read {
+      // NB: without the current value, start at the node's version, so that a commit already
+      // in flight is not delivered; with it, start below every version, and let the current
+      // value itself go through the ordered path.
+      let subscriber = make(includingCurrentValue ? 0 : node.epoch)
       core.attach(subscriber, to: node)
-      return subscriber
+      return (subscriber, node.value, node.epoch, node.flags.contains(.removed))
     }
-    return Subscription(core: core, node: node, subscriber: subscriber)
+    let subscription = Subscription(core: core, node: node, subscriber: subscriber)
+    prepare(subscription)
+    if includingCurrentValue { subscriber.deliver(value, version: version, core.deliveryLock) }
+    if finishing && isRemoved { subscriber.finish(core.deliveryLock) }
+    return subscription
   }
 
   /// The current value, then each committed change.
@@ -66,20 +103,13 @@ public struct EntityObserver<Value: Sendable>: Sendable {
   public var values: AsyncStream<Value> {
     let (stream, continuation) = AsyncStream.makeStream(
       of: Value.self, bufferingPolicy: .bufferingNewest(1))
-    let core = _handle.core
-    let node = _handle.node
-    let subscriber = _Subscriber<Value>(
-      lastVersion: 0, onValue: { continuation.yield($0) }, onFinish: { continuation.finish() })
-    let (value, version, isRemoved) = core.read {
-      core.attach(subscriber, to: node)
-      return (node.value, node.epoch, node.flags.contains(.removed))
-    }
-    let subscription = Subscription(core: core, node: node, subscriber: subscriber)
-    continuation.onTermination = { _ in subscription.cancel() }
-    // NB: the first value goes through the ordered path, so that a change committed meanwhile
-    // and delivered first is never followed by this older value.
-    subscriber.deliver(value, version: version, core.deliveryLock)
-    if isRemoved { subscriber.finish(core.deliveryLock) }
+    _ = subscribe(
+      includingCurrentValue: true, finishing: true,
+      {
+        _Subscriber<Value>(
+          lastVersion: $0, onValue: { continuation.yield($0) }, onFinish: { continuation.finish() })
+      },
+      prepare: { subscription in continuation.onTermination = { _ in subscription.cancel() } })
     return stream
   }
 }
