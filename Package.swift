@@ -19,8 +19,10 @@ let package = Package(
       path: "Benchmarks/ConcordBenchmarks"
     ),
     .target(name: "CBenchmarkSupport", path: "Benchmarks/CBenchmarkSupport"),
+    .executableTarget(name: "ConcordDemo", dependencies: ["Concord"]),
     .testTarget(name: "ConcordTests", dependencies: ["Concord", "ConcordTesting"]),
     .testTarget(name: "ReadmeTests", dependencies: ["Concord"]),
+    .testTarget(name: "ConcordDemoTests", dependencies: ["ConcordDemo"]),
     .testTarget(name: "ConcordTestingTests", dependencies: ["Concord", "ConcordTesting"]),
   ],
   swiftLanguageModes: [.v6]

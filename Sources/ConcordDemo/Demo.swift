@@ -1,0 +1,83 @@
+import Concord
+import Foundation
+
+/// The demo's story: load the app's data, open three screens, then play the websocket events
+/// and show who hears what.
+struct Demo {
+  let console: Console
+  /// Events from `--replay`, or the scripted ones.
+  var events: String = ScriptedServer.script
+  /// Where the events came from, for the console.
+  var source = "ws"
+  /// The line before which the story closes the book screen; `nil` keeps it open.
+  var closeBookScreenBeforeLine: Int? = 4
+
+  /// What a run did, for the summary and for tests.
+  struct Outcome: Equatable {
+    var applied = 0
+    var refused = 0
+    var badLines: [EventError] = []
+    var live = 0
+    var feedDraws = 0
+    var authorDraws = 0
+    var headerDraws = 0
+    var feed: FeedPage?
+    var user: User?
+  }
+
+  /// Plays the story and returns what happened.
+  @discardableResult
+  func run() throws -> Outcome {
+    let client = ReadingClient(console: console, quiet: false)
+    let map = client.map
+
+    console.write("GET /feed?page=1")
+    let page = try client.loadFeed(ScriptedServer.feedPage)
+    let feed = FeedScreen(page: page, console: console, quiet: false)
+    let author = AuthorScreen(author: map.find(Author.self, id: 1)!, console: console, quiet: false)
+
+    console.write("GET /books/dune")
+    var bookScreen: BookScreen? = BookScreen(
+      book: try client.loadBook(ScriptedServer.book), console: console, quiet: false)
+
+    console.write("GET /me")
+    let header = HeaderScreen(user: map.find(named: .currentUser), console: console, quiet: false)
+    try client.loadMe(ScriptedServer.me)
+    console.say("map", "\(map.count) entities live")
+
+    var outcome = Outcome()
+    for (line, result) in Event.parse(lines: events) {
+      if let closing = closeBookScreenBeforeLine, line >= closing, bookScreen != nil {
+        console.write("close the book screen")
+        let before = map.count
+        bookScreen?.close()
+        bookScreen = nil
+        console.say("map", "\(before) → \(map.count) entities live")
+      }
+      switch result {
+      case .success(let event):
+        console.write("\(source) line \(line): \(event.summary)")
+        client.apply(event)
+        outcome.applied += 1
+      case .failure(let error):
+        console.write("\(source) \(error) (skipped)")
+        outcome.badLines.append(error)
+      }
+    }
+
+    outcome.refused = client.log.refused.value
+    outcome.live = map.count
+    outcome.feedDraws = feed.draws.value
+    outcome.authorDraws = author.draws.value
+    outcome.headerDraws = header.draws.value
+    outcome.feed = page.value
+    outcome.user = map.find(named: .currentUser).value
+    console.write(
+      "done: \(outcome.applied) events applied (\(outcome.refused) refused as stale), "
+        + "\(outcome.badLines.count) bad lines skipped; \(outcome.live) entities live; "
+        + "redraws: feed \(outcome.feedDraws), author \(outcome.authorDraws), header \(outcome.headerDraws)"
+    )
+    client.log.muted.increment()
+    return outcome
+  }
+}

@@ -1,0 +1,92 @@
+import Concord
+import Foundation
+
+/// The networking layer of the reading app: it stores what the server says into an
+/// `IdentityMap`, and hands the app handles on it.
+final class ReadingClient: Sendable {
+  let map: IdentityMap
+  /// What the map logged, as the demo reports it.
+  let log: DemoLogger
+
+  init(console: Console, quiet: Bool) {
+    log = DemoLogger(console: console, quiet: quiet)
+    map = IdentityMap(logger: log)
+  }
+
+  // MARK: REST
+
+  /// Stores a feed page and returns a handle on it.
+  func loadFeed(_ data: Data) throws -> EntityObserver<FeedPage> {
+    let response = try ScriptedServer.decode(FeedPage.self, from: data)
+    return map.store(response.payload, modifiedAt: response.stamp)
+  }
+
+  /// Stores a book and returns a handle on it.
+  func loadBook(_ data: Data) throws -> EntityObserver<Book> {
+    let response = try ScriptedServer.decode(Book.self, from: data)
+    return map.store(response.payload, modifiedAt: response.stamp)
+  }
+
+  /// Stores the signed-in user in the `currentUser` alias.
+  func loadMe(_ data: Data) throws {
+    let response = try ScriptedServer.decode(User.self, from: data)
+    map.store(response.payload, named: .currentUser, modifiedAt: response.stamp)
+  }
+
+  // MARK: Websocket
+
+  /// Applies one event, with the server's stamp so that a late one is refused.
+  func apply(_ event: Event) {
+    switch event {
+    case .authorRenamed(let author, let stamp):
+      map.store(author, modifiedAt: stamp)
+    case .bookRetitled(let id, let title, let stamp):
+      map.update(Book.self, id: id, modifiedAt: stamp) { $0.title = title }
+    case .bookPublished(let book, let stamp):
+      // New books land on the first page of the feed, if the app has it. The book carries the
+      // event's stamp; the page is rewritten unstamped, so that the books and authors it
+      // already shows keep theirs.
+      map.transaction { _ in
+        map.store(book, modifiedAt: stamp)
+        map.update(FeedPage.self, id: 1) { $0.books.append(book) }
+      }
+    case .bookRemoved(let id, _):
+      map.remove(Book.self, id: id)
+    case .userRenamed(let user, let stamp):
+      map.update(named: .currentUser, modifiedAt: stamp) { current in
+        if current.id == user.id { current = user }
+      }
+    case .burst(let events, _):
+      // Events the server sent together: one transaction, so each screen redraws once.
+      map.transaction { _ in events.forEach(apply) }
+    }
+  }
+}
+
+/// The map's log, trimmed to what the demo's reader cares about: stale writes it refused,
+/// removals and releases.
+final class DemoLogger: IdentityMapLogger {
+  private let console: Console
+  private let quiet: Bool
+  /// Set once the story is told, so that the releases of the final teardown stay quiet.
+  let muted = Tally()
+  /// How many stale writes the map refused.
+  let refused = Tally()
+
+  init(console: Console, quiet: Bool) {
+    self.console = console
+    self.quiet = quiet
+  }
+
+  func log(_ event: IdentityMapEvent) {
+    switch event {
+    case .discardedStale:
+      refused.increment()
+    case .removed, .released:
+      break
+    default:
+      return
+    }
+    if !quiet && muted.value == 0 { console.say("log", event.description) }
+  }
+}

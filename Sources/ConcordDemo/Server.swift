@@ -1,0 +1,68 @@
+import Foundation
+
+/// The scripted server the demo talks to: REST responses and a websocket script, as the JSON a
+/// real server would send.
+enum ScriptedServer {
+  /// `GET /feed?page=1`: three books, two by the same author.
+  static let feedPage = Data(
+    """
+    {"stamp": 100, "page": {"id": 1, "books": [
+      {"id": "earthsea", "title": "A Wizard of Earthsea", "author": {"id": 1, "name": "Ursula Le Guin"}},
+      {"id": "left-hand", "title": "The Left Hand of Darkness", "author": {"id": 1, "name": "Ursula Le Guin"}},
+      {"id": "kindred", "title": "Kindred", "author": {"id": 3, "name": "Octavia Butler"}}
+    ]}}
+    """.utf8)
+
+  /// `GET /books/dune`: a book that is not on the feed.
+  static let book = Data(
+    """
+    {"stamp": 100, "book": {"id": "dune", "title": "Dune", "author": {"id": 2, "name": "Frank Herbert"}}}
+    """.utf8)
+
+  /// `GET /me`.
+  static let me = Data(
+    """
+    {"stamp": 100, "user": {"id": 7, "name": "Ged"}}
+    """.utf8)
+
+  /// The websocket script, in the JSON Lines format `--replay` reads. The narrative around it
+  /// (closing a screen) happens between lines 3 and 4.
+  static let script = """
+    {"type": "author.renamed", "stamp": 105, "author": {"id": 1, "name": "Ursula K. Le Guin"}}
+    {"type": "author.renamed", "stamp": 103, "author": {"id": 1, "name": "U. Le Guin"}}
+    {"type": "user.renamed", "stamp": 104, "user": {"id": 7, "name": "Sparrowhawk"}}
+    {"type": "burst", "stamp": 108, "events": [{"type": "book.retitled", "stamp": 106, "book": "earthsea", "title": "A Wizard of Earthsea (50th anniversary)"}, {"type": "author.renamed", "stamp": 107, "author": {"id": 3, "name": "Octavia E. Butler"}}, {"type": "book.published", "stamp": 108, "book": {"id": "tehanu", "title": "Tehanu", "author": {"id": 1, "name": "Ursula K. Le Guin"}}}]}
+    {"type": "book.removed", "stamp": 109, "book": "kindred"}
+    {"type": "book.burned", "stamp": 110, "book": "earthsea"}
+    {"type": "author.renamed", "stamp": 111, "author": {"id": 1, "name": 
+    """
+
+  /// One REST response: the payload and the server's stamp.
+  struct Response<Payload: Decodable>: Decodable {
+    let stamp: Double
+    let payload: Payload
+
+    private struct Key: CodingKey {
+      var stringValue: String
+      var intValue: Int? { nil }
+      init(stringValue: String) { self.stringValue = stringValue }
+      init?(intValue _: Int) { nil }
+    }
+
+    init(from decoder: any Decoder) throws {
+      let container = try decoder.container(keyedBy: Key.self)
+      stamp = try container.decode(Double.self, forKey: Key(stringValue: "stamp"))
+      guard let key = container.allKeys.first(where: { $0.stringValue != "stamp" }) else {
+        throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "no payload"))
+      }
+      payload = try container.decode(Payload.self, forKey: key)
+    }
+  }
+
+  /// Decodes a REST response.
+  static func decode<Payload: Decodable>(_: Payload.Type, from data: Data) throws -> Response<
+    Payload
+  > {
+    try JSONDecoder().decode(Response<Payload>.self, from: data)
+  }
+}

@@ -1,0 +1,64 @@
+// ConcordDemo: a reading app's networking client, backed by an IdentityMap, against a scripted
+// server. `swift run ConcordDemo --help` for the options.
+
+import Foundation
+
+let usage = """
+  usage: ConcordDemo [--replay FILE] [--events N] [--seed S]
+
+    (no option)     play the scripted story: REST pages, then websocket events
+    --replay FILE   play the websocket events of FILE, a JSON Lines capture
+                    (one event per line; see Examples/events.jsonl and the README)
+    --events N      decode and apply N generated events, then print the throughput
+    --seed S        the seed of the generated events (default 42)
+  """
+
+func fail(_ message: String) -> Never {
+  FileHandle.standardError.write(Data("error: \(message)\n\n\(usage)\n".utf8))
+  exit(2)
+}
+
+var replay: String?
+var events: Int?
+var seed: UInt64 = 42
+var arguments = CommandLine.arguments.dropFirst()[...]
+while let argument = arguments.popFirst() {
+  func value() -> String {
+    guard let value = arguments.popFirst() else { fail("\(argument) needs a value") }
+    return value
+  }
+  switch argument {
+  case "--replay": replay = value()
+  case "--events":
+    guard let count = Int(value()), count > 0 else { fail("--events needs a positive integer") }
+    events = count
+  case "--seed":
+    guard let parsed = UInt64(value()) else { fail("--seed needs a non-negative integer") }
+    seed = parsed
+  case "--help", "-h":
+    print(usage)
+    exit(0)
+  default: fail("unknown argument \(argument)")
+  }
+}
+
+do {
+  if let events {
+    try Throughput(events: events, seed: seed, console: .standardOutput).run()
+  } else if let replay {
+    guard let text = try? String(contentsOfFile: replay, encoding: .utf8) else {
+      fail("cannot read \(replay)")
+    }
+    var demo = Demo(console: .standardOutput)
+    demo.events = text
+    demo.source = (replay as NSString).lastPathComponent
+    demo.closeBookScreenBeforeLine = nil
+    try demo.run()
+  } else {
+    print("Concord demo: a reading app's client and a scripted server\n")
+    try Demo(console: .standardOutput).run()
+  }
+} catch {
+  FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+  exit(1)
+}

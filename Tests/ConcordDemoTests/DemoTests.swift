@@ -1,0 +1,128 @@
+import Foundation
+import Testing
+
+@testable import ConcordDemo
+
+/// The lines a demo run wrote.
+final class Transcript: @unchecked Sendable {
+  // NB: @unchecked because `lines` is only touched while holding `lock`.
+  private let lock = NSLock()
+  private var storage: [String] = []
+
+  var lines: [String] { lock.withLock { storage } }
+  var console: Console { Console { line in self.lock.withLock { self.storage.append(line) } } }
+}
+
+@Suite("ConcordDemo")
+struct DemoTests {
+  @Test func theScriptedStoryEndsInTheExpectedState() throws {
+    let transcript = Transcript()
+    let outcome = try Demo(console: transcript.console).run()
+
+    #expect(outcome.applied == 5)
+    #expect(outcome.refused == 1, "the late rename is refused")
+    #expect(outcome.badLines.map(\.line) == [6, 7])
+    #expect(outcome.live == 6, "page, three books, Ursula, the signed-in user")
+    #expect(
+      outcome.feed?.books.map(\.title) == [
+        "A Wizard of Earthsea (50th anniversary)", "The Left Hand of Darkness", "Tehanu",
+      ])
+    #expect(Set(outcome.feed?.books.map(\.author.name) ?? []) == ["Ursula K. Le Guin"])
+    #expect(outcome.user == User(id: 7, name: "Sparrowhawk"))
+    // Drawn once when opened, then once per write that changed them: a burst counts once.
+    #expect(outcome.feedDraws == 4)
+    #expect(outcome.authorDraws == 2)
+    #expect(outcome.headerDraws == 3)
+  }
+
+  @Test func theTranscriptTellsTheStory() throws {
+    let transcript = Transcript()
+    try Demo(console: transcript.console).run()
+    let text = transcript.lines.joined(separator: "\n")
+    #expect(
+      text.contains("discarded stale write to Author(1): incoming stamp 103 is not newer than 105"))
+    #expect(
+      text.contains("9 → 7 entities live"), "closing the book screen releases Dune and its author")
+    #expect(text.contains("ws line 6: unknown event type \"book.burned\" (skipped)"))
+    #expect(text.contains("ws line 7: malformed JSON (skipped)"))
+    #expect(!text.contains("released FeedPage"), "the final teardown stays quiet")
+  }
+
+  @Test func theOutputIsDeterministic() throws {
+    let first = Transcript()
+    let second = Transcript()
+    try Demo(console: first.console).run()
+    try Demo(console: second.console).run()
+    #expect(first.lines == second.lines)
+  }
+
+  @Test func theShippedReplayFilePlaysWithoutErrors() throws {
+    let file = URL(filePath: #filePath).deletingLastPathComponent().appending(
+      path: "../../Examples/events.jsonl")
+    var demo = Demo(console: Transcript().console)
+    demo.events = try String(contentsOf: file, encoding: .utf8)
+    demo.closeBookScreenBeforeLine = nil
+    let outcome = try demo.run()
+    #expect(outcome.badLines.isEmpty)
+    #expect(outcome.applied == 6)
+    #expect(outcome.refused == 1)
+    #expect(outcome.feed?.books.map(\.id) == ["left-hand", "kindred", "lathe"])
+  }
+
+  @Test func aGeneratedStreamIsTheSameForTheSameSeed() throws {
+    let a = Throughput(events: 500, seed: 9, console: Transcript().console)
+    let b = Throughput(events: 500, seed: 9, console: Transcript().console)
+    let c = Throughput(events: 500, seed: 10, console: Transcript().console)
+    #expect(a.generate() == b.generate())
+    #expect(a.generate() != c.generate())
+    let outcome = try a.run()
+    #expect(outcome == (try b.run()))
+    #expect(outcome.applied == 500)
+    #expect(outcome.refused > 0, "the generator sends late events")
+  }
+}
+
+@Suite("ConcordDemo event lines")
+struct EventLineTests {
+  @Test func everyEventTypeDecodes() throws {
+    let lines = """
+      {"type": "author.renamed", "stamp": 1, "author": {"id": 1, "name": "A"}}
+      {"type": "book.retitled", "stamp": 2, "book": "b", "title": "T"}
+      {"type": "book.published", "stamp": 3, "book": {"id": "b", "title": "T", "author": {"id": 1, "name": "A"}}}
+      {"type": "book.removed", "stamp": 4, "book": "b"}
+      {"type": "user.renamed", "stamp": 5, "user": {"id": 7, "name": "U"}}
+      {"type": "burst", "stamp": 6, "events": [{"type": "book.removed", "stamp": 6, "book": "c"}]}
+      """
+    let events = try Event.parse(lines: lines).map { try $0.result.get() }
+    #expect(events.map(\.stamp) == [1, 2, 3, 4, 5, 6])
+    #expect(events.last == .burst([.bookRemoved(id: "c", stamp: 6)], stamp: 6))
+  }
+
+  @Test(arguments: [
+    ("{\"type\": \"author.renamed\", \"stamp\": 1}", "missing \"author\""),
+    (
+      "{\"type\": \"book.retitled\", \"stamp\": \"late\", \"book\": \"b\", \"title\": \"T\"}",
+      ".stamp is not a Double"
+    ),
+    ("{\"stamp\": 1}", "missing \"type\""),
+    ("{\"type\": \"book.burned\", \"stamp\": 1}", "unknown event type \"book.burned\""),
+    ("{\"type\": ", "malformed JSON"),
+    ("[1, 2]", "expected a JSON object"),
+  ])
+  func aBadLineIsExplainedWithItsNumber(line: String, reason: String) {
+    let results = Event.parse(lines: "\n" + line)
+    #expect(results.count == 1)
+    guard case .failure(let error) = results.first?.result else {
+      Issue.record("expected an error for \(line)")
+      return
+    }
+    #expect(error.line == 2)
+    #expect(error.reason == reason)
+  }
+
+  @Test func blankLinesAreSkippedAndNumbersStayRight() {
+    let results = Event.parse(
+      lines: "\n\n{\"type\": \"book.removed\", \"stamp\": 1, \"book\": \"b\"}\n\n")
+    #expect(results.map(\.line) == [3])
+  }
+}
