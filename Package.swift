@@ -21,7 +21,7 @@ let package = Package(
     .target(name: "CBenchmarkSupport", path: "Benchmarks/CBenchmarkSupport"),
     .executableTarget(name: "ConcordDemo", dependencies: ["Concord"]),
     .testTarget(name: "ConcordTests", dependencies: ["Concord", "ConcordTesting"]),
-    .testTarget(name: "ReadmeTests", dependencies: ["Concord"]),
+    .testTarget(name: "ReadmeTests", dependencies: ["Concord", "ConcordTesting"]),
     .testTarget(name: "ConcordDemoTests", dependencies: ["ConcordDemo"]),
     .testTarget(name: "ConcordTestingTests", dependencies: ["Concord", "ConcordTesting"]),
   ],

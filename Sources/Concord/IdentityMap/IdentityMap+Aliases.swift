@@ -41,7 +41,7 @@ extension IdentityMap {
   }
 
   /// Stores an aggregate and makes it the value of an alias. See
-  /// ``store(_:named:modifiedAt:)-(T,_,_)``.
+  /// `store(_:named:modifiedAt:)`.
   @discardableResult
   public func store<T: Aggregate>(_ aggregate: T, named key: AliasKey<T>, modifiedAt: Stamp? = nil)
     -> EntityObserver<T?>

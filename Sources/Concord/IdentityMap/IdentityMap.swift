@@ -82,7 +82,7 @@ public final class IdentityMap: Sendable {
   }
 
   /// Stores each aggregate and its nested entities, and returns one handle following all of
-  /// them. See ``store(_:modifiedAt:)-([T],_)``.
+  /// them. See `store(_:modifiedAt:)`.
   @inlinable @discardableResult
   public func store<T: Aggregate>(_ aggregates: [T], modifiedAt: Stamp? = nil) -> EntityObserver<
     [T]
