@@ -4,26 +4,32 @@ import Foundation
 /// real server would send.
 enum ScriptedServer {
   /// `GET /feed?page=1`: three books, two by the same author.
-  static let feedPage = Data(
-    """
-    {"stamp": 100, "page": {"id": 1, "books": [
-      {"id": "earthsea", "title": "A Wizard of Earthsea", "author": {"id": 1, "name": "Ursula Le Guin"}},
-      {"id": "left-hand", "title": "The Left Hand of Darkness", "author": {"id": 1, "name": "Ursula Le Guin"}},
-      {"id": "kindred", "title": "Kindred", "author": {"id": 3, "name": "Octavia Butler"}}
-    ]}}
-    """.utf8)
+  static var feedPage: Data {
+    Data(
+      """
+      {"stamp": 100, "page": {"id": 1, "books": [
+        {"id": "earthsea", "title": "A Wizard of Earthsea", "author": {"id": 1, "name": "Ursula Le Guin"}},
+        {"id": "left-hand", "title": "The Left Hand of Darkness", "author": {"id": 1, "name": "Ursula Le Guin"}},
+        {"id": "kindred", "title": "Kindred", "author": {"id": 3, "name": "Octavia Butler"}}
+      ]}}
+      """.utf8)
+  }
 
   /// `GET /books/dune`: a book that is not on the feed.
-  static let book = Data(
-    """
-    {"stamp": 100, "book": {"id": "dune", "title": "Dune", "author": {"id": 2, "name": "Frank Herbert"}}}
-    """.utf8)
+  static var book: Data {
+    Data(
+      """
+      {"stamp": 100, "book": {"id": "dune", "title": "Dune", "author": {"id": 2, "name": "Frank Herbert"}}}
+      """.utf8)
+  }
 
   /// `GET /me`.
-  static let me = Data(
-    """
-    {"stamp": 100, "user": {"id": 7, "name": "Ged"}}
-    """.utf8)
+  static var me: Data {
+    Data(
+      """
+      {"stamp": 100, "user": {"id": 7, "name": "Ged"}}
+      """.utf8)
+  }
 
   /// The websocket script, in the JSON Lines format `--replay` reads. The narrative around it
   /// (closing a screen) happens between lines 3 and 4.
