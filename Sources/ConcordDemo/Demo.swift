@@ -33,15 +33,15 @@ struct Demo {
 
     console.write("GET /feed?page=1")
     let page = try client.loadFeed(ScriptedServer.feedPage)
-    let feed = FeedScreen(page: page, console: console, quiet: false)
-    let author = AuthorScreen(author: map.find(Author.self, id: 1)!, console: console, quiet: false)
+    let feed = Screen.feed(page, console: console, quiet: false)
+    let author = Screen.author(map.find(Author.self, id: 1)!, console: console, quiet: false)
 
     console.write("GET /books/dune")
-    var bookScreen: BookScreen? = BookScreen(
-      book: try client.loadBook(ScriptedServer.book), console: console, quiet: false)
+    var bookScreen: Screen<Book>? = .book(
+      try client.loadBook(ScriptedServer.book), console: console, quiet: false)
 
     console.write("GET /me")
-    let header = HeaderScreen(user: map.find(named: .currentUser), console: console, quiet: false)
+    let header = Screen.header(map.find(named: .currentUser), console: console, quiet: false)
     try client.loadMe(ScriptedServer.me)
     console.say("map", "\(map.count) entities live")
 

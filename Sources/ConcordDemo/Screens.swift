@@ -25,88 +25,63 @@ final class Tally: @unchecked Sendable {
   func increment() { lock.withLock { count += 1 } }
 }
 
-/// A screen of the app: it holds the handles it shows, redraws when they change, and releases
-/// them when closed.
-protocol Screen: AnyObject {
+/// A screen of the app: it holds the handle it shows, draws itself at once and again whenever
+/// the value changes, and lets go of it when closed.
+final class Screen<Value: Sendable> {
   /// How many times the screen drew itself, the first time included.
-  var draws: Tally { get }
-}
-
-/// The home feed: one page of books.
-final class FeedScreen: Screen {
   let draws = Tally()
-  private let page: EntityObserver<FeedPage>
-  private let subscription: Subscription
-
-  init(page: EntityObserver<FeedPage>, console: Console, quiet: Bool) {
-    self.page = page
-    let draws = draws
-    let draw: @Sendable (FeedPage) -> Void = { page in
-      draws.increment()
-      if !quiet { console.say("feed", Self.describe(page)) }
-    }
-    subscription = page.observe(includingCurrentValue: true, draw)
-  }
-
-  static func describe(_ page: FeedPage) -> String {
-    page.books.map { "\($0.title) — \($0.author.name)" }.joined(separator: " · ")
-  }
-}
-
-/// A book's detail page.
-final class BookScreen: Screen {
-  let draws = Tally()
-  private var book: EntityObserver<Book>?
   private var subscription: Subscription?
 
-  init(book: EntityObserver<Book>, console: Console, quiet: Bool) {
-    self.book = book
+  /// Opens a screen named `name` on `value`, drawn as `describe` says, silently if `quiet`.
+  init(
+    _ name: String, showing value: EntityObserver<Value>, console: Console, quiet: Bool,
+    describe: @escaping @Sendable (Value) -> String
+  ) {
     let draws = draws
-    let draw: @Sendable (Book) -> Void = { book in
+    // NB: the current value comes through the same ordered path as later changes, so that a
+    // change committed meanwhile is never drawn before it.
+    subscription = value.observe(includingCurrentValue: true) { value in
       draws.increment()
-      if !quiet { console.say("book", "\(book.title) by \(book.author.name)") }
+      if !quiet { console.say(name, describe(value)) }
     }
-    subscription = book.observe(includingCurrentValue: true, draw)
   }
 
-  /// Closes the screen: its handle and subscription go, and with them what only they held.
+  /// Closes the screen: its subscription goes, and with it what only the screen held.
   func close() {
     subscription = nil
-    book = nil
   }
 }
 
-/// An author's profile: the author, and how many of their books the feed shows.
-final class AuthorScreen: Screen {
-  let draws = Tally()
-  private let author: EntityObserver<Author>
-  private let subscription: Subscription
-
-  init(author: EntityObserver<Author>, console: Console, quiet: Bool) {
-    self.author = author
-    let draws = draws
-    let draw: @Sendable (Author) -> Void = { author in
-      draws.increment()
-      if !quiet { console.say("author", author.name) }
+extension Screen where Value == FeedPage {
+  /// The home feed: one page of books.
+  static func feed(_ page: EntityObserver<FeedPage>, console: Console, quiet: Bool) -> Screen {
+    Screen("feed", showing: page, console: console, quiet: quiet) { page in
+      page.books.map { "\($0.title) — \($0.author.name)" }.joined(separator: " · ")
     }
-    subscription = author.observe(includingCurrentValue: true, draw)
   }
 }
 
-/// The header: who is signed in, from the `currentUser` alias.
-final class HeaderScreen: Screen {
-  let draws = Tally()
-  private let user: EntityObserver<User?>
-  private let subscription: Subscription
-
-  /// Opens on the alias before it is set: the header is told when it is.
-  init(user: EntityObserver<User?>, console: Console, quiet: Bool) {
-    self.user = user
-    let draws = draws
-    let draw: @Sendable (User?) -> Void = { user in
-      draws.increment()
-      if !quiet { console.say("header", user.map { "signed in as \($0.name)" } ?? "signed out") }
+extension Screen where Value == Book {
+  /// A book's detail page.
+  static func book(_ book: EntityObserver<Book>, console: Console, quiet: Bool) -> Screen {
+    Screen("book", showing: book, console: console, quiet: quiet) {
+      "\($0.title) by \($0.author.name)"
     }
-    subscription = user.observe(includingCurrentValue: true, draw)
+  }
+}
+
+extension Screen where Value == Author {
+  /// An author's profile.
+  static func author(_ author: EntityObserver<Author>, console: Console, quiet: Bool) -> Screen {
+    Screen("author", showing: author, console: console, quiet: quiet) { $0.name }
+  }
+}
+
+extension Screen where Value == User? {
+  /// The header: who is signed in, from the `currentUser` alias, open before the alias is set.
+  static func header(_ user: EntityObserver<User?>, console: Console, quiet: Bool) -> Screen {
+    Screen("header", showing: user, console: console, quiet: quiet) { user in
+      user.map { "signed in as \($0.name)" } ?? "signed out"
+    }
   }
 }

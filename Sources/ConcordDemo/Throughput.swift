@@ -55,9 +55,8 @@ struct Throughput {
   func run() throws -> Outcome {
     let client = ReadingClient(console: console, quiet: true)
     let page = try client.loadFeed(ScriptedServer.feedPage)
-    let feed = FeedScreen(page: page, console: console, quiet: true)
-    let author = AuthorScreen(
-      author: client.map.find(Author.self, id: 1)!, console: console, quiet: true)
+    let feed = Screen.feed(page, console: console, quiet: true)
+    let author = Screen.author(client.map.find(Author.self, id: 1)!, console: console, quiet: true)
     let stream = generate()
 
     var outcome = Outcome()
