@@ -1,9 +1,13 @@
-// Lifetime: a node lives while something holds it. External holds come from the shared handle,
+// Lifetime: a node lives while something holds it. External holds come from handles,
 // subscriptions and an alias anchor; internal holds from live parents' links. A node that loses
 // a hold becomes a candidate; when the outermost write ends, candidates with no hold at all are
 // purged, which drops their links and may cascade. A candidate still held only by parents may
 // sit on a cycle by identity (a member among its friends' friends), which counting alone never
 // frees: those go through trial deletion (`collectCycles`).
+//
+// Memory follows the holds: a table keeps its nodes with a manual retain, and a node no table
+// keeps (a batch list, a removed entity still observed) is adopted with one while anything
+// outside holds it. Handles hold their node unowned, so purging is what frees it.
 
 extension _MapCore {
   /// Queues `node` for the end-of-write check if it lost its last external hold.
