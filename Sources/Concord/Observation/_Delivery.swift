@@ -37,20 +37,31 @@ final class _FinishDelivery: _Delivery {
 
 /// What one write leaves to do after the lock is released.
 struct _Outcome {
-  let deliveries: [_Delivery]
   let events: [() -> IdentityMapEvent]
   // NB: what the write dropped and whose release may run user code (a value's deinit, a
   // cancelled callback's captures) is kept here, to be released after the lock.
-  let changed: [_AnyNode]
-  let removed: [_AnyNode]
   let graveyard: [AnyObject]
   let undo: [_Undo]
+  /// The deliveries, the first one inline: most writes change one observed node.
+  private var first: _Delivery?
+  private var more: [_Delivery] = []
+
+  init(events: [() -> IdentityMapEvent], graveyard: [AnyObject], undo: [_Undo]) {
+    self.events = events
+    self.graveyard = graveyard
+    self.undo = undo
+  }
+
+  mutating func append(_ delivery: _Delivery) {
+    if first == nil { first = delivery } else { more.append(delivery) }
+  }
 
   /// Logs, then delivers, on the calling thread.
   func run(logger: (any IdentityMapLogger)?, deliveryLock: Lock) {
     if !events.isEmpty, let logger {
       for event in events { logger.log(event()) }
     }
-    for delivery in deliveries { delivery.run(deliveryLock) }
+    first?.run(deliveryLock)
+    for delivery in more { delivery.run(deliveryLock) }
   }
 }

@@ -36,21 +36,20 @@ struct _Batch {
   ///
   /// NB: only moves references: nothing is released here, under the lock.
   mutating func takeOutcome() -> _Outcome {
-    var deliveries: [_Delivery] = []
+    var outcome = _Outcome(events: events, graveyard: graveyard, undo: undo)
     for node in changed {
       node.flags.remove(.queued)
-      if let delivery = node.makeDelivery() { deliveries.append(delivery) }
+      if let delivery = node.makeDelivery() { outcome.append(delivery) }
     }
     for node in removed {
       if let subscribers = node.extras?.subscribers, !subscribers.isEmpty {
-        deliveries.append(_FinishDelivery(subscribers: subscribers))
+        outcome.append(_FinishDelivery(subscribers: subscribers))
       }
     }
-    let outcome = _Outcome(
-      deliveries: deliveries, events: events, changed: changed, removed: removed,
-      graveyard: graveyard, undo: undo)
-    changed = []
-    removed = []
+    // NB: `changed` and `removed` keep their buffers for the next write. Dropping their
+    // references here frees no node: a node purged by this write went to the graveyard.
+    changed.removeAll(keepingCapacity: true)
+    removed.removeAll(keepingCapacity: true)
     events = []
     graveyard = []
     undo = []
