@@ -82,13 +82,13 @@ public struct NestedEntity<Root>: Sendable {
   /// An array of nested entities. Removing one drops it from the array.
   @inlinable
   public init<T: Identifiable & Sendable>(_ keyPath: WritableKeyPath<Root, [T]> & Sendable) {
-    _accessor = .array(keyPath)
+    _accessor = .collection(keyPath)
   }
 
   /// An optional array of nested entities. Removing one drops it from the array.
   @inlinable
   public init<T: Identifiable & Sendable>(_ keyPath: WritableKeyPath<Root, [T]?> & Sendable) {
-    _accessor = .optionalArray(keyPath)
+    _accessor = .optionalCollection(keyPath)
   }
 
   /// Any mutable, range-replaceable collection of nested entities, such as `ContiguousArray`

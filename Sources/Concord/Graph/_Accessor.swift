@@ -12,17 +12,13 @@ final class _Accessor<Root>: Sendable {
   /// Removes the children at `positions` (ascending, unique) from `root`.
   /// `nil` for a non-optional single entity: its parent cannot exist without it.
   let remove: (@Sendable ([Int], inout Root) -> Void)?
-  /// The nested entity type, to let a schema tell whether it can reach itself.
-  let childType: any (Identifiable & Sendable).Type
 
   @usableFromInline
   init(
-    childType: any (Identifiable & Sendable).Type,
     forEachChild: @escaping @Sendable (Root, _Expansion) -> Void,
     write: @escaping @Sendable (_AnyNode, Int, inout Root) -> Void,
     remove: (@Sendable ([Int], inout Root) -> Void)?
   ) {
-    self.childType = childType
     self.forEachChild = forEachChild
     self.write = write
     self.remove = remove
@@ -36,7 +32,6 @@ extension _Accessor {
     -> _Accessor
   {
     _Accessor(
-      childType: C.self,
       forEachChild: { root, expansion in expansion.visit(root[keyPath: keyPath], position: 0) },
       write: { child, _, root in root[keyPath: keyPath] = _Node<C>._value(of: child) },
       remove: nil
@@ -49,55 +44,11 @@ extension _Accessor {
     -> _Accessor
   {
     _Accessor(
-      childType: C.self,
       forEachChild: { root, expansion in
         if let child = root[keyPath: keyPath] { expansion.visit(child, position: 0) }
       },
       write: { child, _, root in root[keyPath: keyPath] = _Node<C>._value(of: child) },
       remove: { _, root in root[keyPath: keyPath] = nil }
-    )
-  }
-
-  /// An array of entities: the fast path for collections.
-  @inlinable
-  static func array<C: Identifiable & Sendable>(_ keyPath: WritableKeyPath<Root, [C]> & Sendable)
-    -> _Accessor
-  {
-    _Accessor(
-      childType: C.self,
-      forEachChild: { root, expansion in
-        for (offset, child) in root[keyPath: keyPath].enumerated() {
-          expansion.visit(child, position: offset)
-        }
-      },
-      write: { child, position, root in
-        root[keyPath: keyPath][position] = _Node<C>._value(of: child)
-      },
-      remove: { positions, root in
-        root[keyPath: keyPath]._removeOffsets(positions)
-      }
-    )
-  }
-
-  /// An optional array of entities: removal drops elements, never the array itself.
-  @inlinable
-  static func optionalArray<C: Identifiable & Sendable>(
-    _ keyPath: WritableKeyPath<Root, [C]?> & Sendable
-  ) -> _Accessor {
-    _Accessor(
-      childType: C.self,
-      forEachChild: { root, expansion in
-        guard let children = root[keyPath: keyPath] else { return }
-        for (offset, child) in children.enumerated() {
-          expansion.visit(child, position: offset)
-        }
-      },
-      write: { child, position, root in
-        root[keyPath: keyPath]![position] = _Node<C>._value(of: child)
-      },
-      remove: { positions, root in
-        root[keyPath: keyPath]?._removeOffsets(positions)
-      }
     )
   }
 
@@ -109,12 +60,7 @@ extension _Accessor {
     _ keyPath: WritableKeyPath<Root, C> & Sendable
   ) -> _Accessor where C.Element: Identifiable & Sendable {
     _Accessor(
-      childType: C.Element.self,
-      forEachChild: { root, expansion in
-        for (offset, child) in root[keyPath: keyPath].enumerated() {
-          expansion.visit(child, position: offset)
-        }
-      },
+      forEachChild: { root, expansion in expansion.visitAll(root[keyPath: keyPath]) },
       write: { child, position, root in
         root[keyPath: keyPath]._replace(at: position, with: _Node<C.Element>._value(of: child))
       },
@@ -130,12 +76,8 @@ extension _Accessor {
     _ keyPath: WritableKeyPath<Root, C?> & Sendable
   ) -> _Accessor where C.Element: Identifiable & Sendable {
     _Accessor(
-      childType: C.Element.self,
       forEachChild: { root, expansion in
-        guard let children = root[keyPath: keyPath] else { return }
-        for (offset, child) in children.enumerated() {
-          expansion.visit(child, position: offset)
-        }
+        if let children = root[keyPath: keyPath] { expansion.visitAll(children) }
       },
       write: { child, position, root in
         root[keyPath: keyPath]!._replace(at: position, with: _Node<C.Element>._value(of: child))

@@ -42,9 +42,7 @@ extension _MapCore {
       if batch.recordsUndo { batch.undo.append(.removed(node, wasRegistered: wasRegistered)) }
       if wasRegistered {
         unregisterKeepingHolders(node)
-        if isLogging, let reference = node.makeReference() {
-          batch.events.append { .removed(reference()) }
-        }
+        logEntity(node, IdentityMapEvent.removed)
       }
       relink(node, to: [])
       if node.hasSubscribers { batch.removed.append(node) }

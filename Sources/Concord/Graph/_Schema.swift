@@ -42,7 +42,7 @@ extension _Schema {
   /// The schema of a batch handle's value: an array of entities.
   @inlinable
   static func list<T: Identifiable & Sendable>(of _: T.Type) -> _Schema where Root == [T] {
-    _SchemaCache.shared.schema(for: Root.self) { _Schema(accessors: [.array(\[T].self)]) }
+    _SchemaCache.shared.schema(for: Root.self) { _Schema(accessors: [.collection(\[T].self)]) }
   }
 
   /// The schema of a single alias: an optional entity.
@@ -54,7 +54,9 @@ extension _Schema {
   /// The schema of a collection alias: an optional array of entities.
   @inlinable
   static func aliasList<T: Identifiable & Sendable>(of _: T.Type) -> _Schema where Root == [T]? {
-    _SchemaCache.shared.schema(for: Root.self) { _Schema(accessors: [.optionalArray(\[T]?.self)]) }
+    _SchemaCache.shared.schema(for: Root.self) {
+      _Schema(accessors: [.optionalCollection(\[T]?.self)])
+    }
   }
 }
 

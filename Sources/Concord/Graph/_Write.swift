@@ -150,6 +150,12 @@ final class _Expansion {
         accepted: node.stamp._admits(stamp)))
   }
 
+  /// Visits each entity of a collection, at its offset.
+  @inlinable
+  func visitAll<S: Sequence>(_ children: S) where S.Element: Identifiable & Sendable {
+    for (offset, child) in children.enumerated() { visit(child, position: offset) }
+  }
+
   func takeNext() -> [_AnyClaim] {
     defer { next = [] }
     return next

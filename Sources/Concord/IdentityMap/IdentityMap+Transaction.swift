@@ -19,9 +19,7 @@ extension IdentityMap {
       -> EntityObserver<T>
     {
       checkOpen()
-      return map._core.write {
-        map._core.store(entity, stamp: modifiedAt, held: true) { map._core.observer(for: $0) }
-      }
+      return map.store(entity, modifiedAt: modifiedAt)
     }
 
     /// Stores entities in the transaction and returns one handle following all of them.

@@ -55,9 +55,7 @@ extension _MapCore {
     disown(node)
     if node.flags.contains(.registered) {
       node.unregister(from: self)
-      if isLogging, let reference = node.makeReference() {
-        batch.events.append { .released(reference()) }
-      }
+      logEntity(node, IdentityMapEvent.released)
     }
     unlinkChildren(of: node)
   }

@@ -263,6 +263,12 @@ final class _MapCore: @unchecked Sendable {
     batch.events.append { .stored(reference(), modifiedAt: stamp) }
   }
 
+  /// Records an event about `node`, if it is an entity; `event` names it when rendered.
+  func logEntity(_ node: _AnyNode, _ event: @escaping (EntityReference) -> IdentityMapEvent) {
+    guard isLogging, let reference = node.makeReference() else { return }
+    batch.events.append { event(reference()) }
+  }
+
   /// Records that a write to `node` stamped `incoming` was refused.
   @usableFromInline
   func logStale(_ node: _AnyNode, incoming: Stamp?) {
