@@ -122,6 +122,11 @@ public final class ObservationRecorder<Value: Sendable>: @unchecked Sendable {
 
   // MARK: Internals
 
+  /// How many calls are waiting for a value.
+  var waitingCalls: Int {
+    lock.withLock { waiters.count }
+  }
+
   private func record(_ value: Value) {
     let resumed = lock.withLock { () -> [(CheckedContinuation<Value, any Error>, Value)] in
       recorded.append(value)
@@ -166,11 +171,14 @@ public final class ObservationRecorder<Value: Sendable>: @unchecked Sendable {
         }
       }
     } onCancel: {
-      let waiter = lock.withLock { () -> Waiter? in
-        guard let index = waiters.firstIndex(where: { $0.id == id }) else { return nil }
-        return waiters.remove(at: index)
+      // NB: the calls queued behind this one may already have their values recorded.
+      let (waiter, resumed) = lock.withLock {
+        () -> (Waiter?, [(CheckedContinuation<Value, any Error>, Value)]) in
+        guard let index = waiters.firstIndex(where: { $0.id == id }) else { return (nil, []) }
+        return (waiters.remove(at: index), serveWaiters())
       }
       waiter?.continuation.resume(throwing: CancellationError())
+      for (continuation, value) in resumed { continuation.resume(returning: value) }
     }
   }
 }

@@ -1,6 +1,7 @@
 import Concord
-import ConcordTesting
 import Testing
+
+@testable import ConcordTesting
 
 struct Author: Identifiable, Sendable, Equatable {
   var id: Int
@@ -77,6 +78,20 @@ struct ObservationRecorderTests {
     let waiting = Task { try await recorder.next(timeout: .seconds(60)) }
     waiting.cancel()
     await #expect(throws: CancellationError.self) { try await waiting.value }
+  }
+
+  @Test func aWaitThatEndsServesTheCallsQueuedBehindIt() async throws {
+    let map = IdentityMap()
+    let recorder = map.store(Author(id: 1, name: "A")).record()
+    map.store(Author(id: 1, name: "B"))
+    let never = Task { try await recorder.first(timeout: .seconds(60)) { $0.name == "never" } }
+    while recorder.waitingCalls < 1 { await Task.yield() }
+    // Queued behind `never`, although "B" is already recorded: calls are served in order.
+    let next = Task { try await recorder.next(timeout: .seconds(10)) }
+    while recorder.waitingCalls < 2 { await Task.yield() }
+    never.cancel()
+    await #expect(throws: CancellationError.self) { try await never.value }
+    #expect(try await next.value.name == "B")
   }
 
   @Test func holdsWhatItRecordsUntilCancelled() {
