@@ -150,7 +150,7 @@ struct AliasTests {
     _ = map.find(named: .currentUser)
     map.store(User(id: 1, name: "Ged"), named: .currentUser)
     map.removeAlias(named: AliasKey<User>.currentUser)
-    #expect(map._core.aliases.isEmpty)
+    #expect(map._core.registry.aliases.isEmpty)
   }
 
   @Test func aliasEventsAreLogged() {

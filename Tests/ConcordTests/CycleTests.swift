@@ -94,7 +94,7 @@ struct CycleTests {
       #expect(handles[0].value.friends[0].friends[0].name == "2")
     }
     #expect(map.count == 0, "a ring only its members hold is freed")
-    #expect(map._core.table(for: Member.self).isEmpty)
+    #expect(map._core.registry.table(for: Member.self).isEmpty)
   }
 
   @Test func aCycleHeldFromOutsideStays() {

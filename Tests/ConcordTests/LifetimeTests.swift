@@ -29,7 +29,7 @@ struct LifetimeTests {
     #expect(map.find(Author.self, id: 1) == nil)
     #expect(map.count == 0)
     #expect(node == nil, "the slot's memory is reclaimed")
-    #expect(map._core.table(for: Author.self).isEmpty, "no slot is left behind")
+    #expect(map._core.registry.table(for: Author.self).isEmpty, "no slot is left behind")
   }
 
   @Test func aRemovedEntityIsFreedWhenItsLastHolderGoes() {
@@ -76,9 +76,9 @@ struct LifetimeTests {
     let map = IdentityMap()
     let first = map.store(Author(id: 1, name: "A"))
     let copies = Array(repeating: first, count: 3)
-    #expect(first._handle.node.externalHolds == 1, "copies of a handle share its hold")
+    #expect(first._handle.node.s.externalHolds == 1, "copies of a handle share its hold")
     let found = map.find(Author.self, id: 1)
-    #expect(first._handle.node.externalHolds == 2, "each find is a handle of its own")
+    #expect(first._handle.node.s.externalHolds == 2, "each find is a handle of its own")
     _ = (copies, found)
   }
 
@@ -223,7 +223,7 @@ struct LifetimeTests {
       #expect(map.count == 0)
       if !isAddressSanitized, let bytes = residentBytes() { residentAfterBatch.append(bytes) }
     }
-    #expect(map._core.table(for: Author.self).isEmpty)
+    #expect(map._core.registry.table(for: Author.self).isEmpty)
     if let first = residentAfterBatch.first, let last = residentAfterBatch.last {
       // Every batch used distinct ids: a map that kept its 900,000 dead slots from the later
       // batches would have grown by about 100 MB here.

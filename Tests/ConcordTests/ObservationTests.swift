@@ -262,7 +262,7 @@ struct ObservationTests {
     let map = IdentityMap()
     let author = map.store(Author(id: 1, name: "A"))
     for await _ in author.values { break }
-    #expect(author._handle.node.extras?.subscribers.isEmpty == true)
+    #expect(author._handle.node.s.extras?.subscribers.isEmpty == true)
   }
 
   @Test func aliasHandleStreamsItsValue() async {

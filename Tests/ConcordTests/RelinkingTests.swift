@@ -63,9 +63,9 @@ struct RelinkingTests {
   @Test func restoringTheSameChildrenChangesNoLinks() {
     let map = IdentityMap()
     let shelf = map.store(Shelf.make(1, books: [.make("a", by: .ged)]))
-    let before = shelf._handle.node.extras?.children.map { ObjectIdentifier($0.child) }
+    let before = shelf._handle.node.s.extras?.children.map { ObjectIdentifier($0.child) }
     map.store(Shelf.make(1, books: [.make("a", by: .ged, title: "retitled")]))
-    let after = shelf._handle.node.extras?.children.map { ObjectIdentifier($0.child) }
+    let after = shelf._handle.node.s.extras?.children.map { ObjectIdentifier($0.child) }
     #expect(before == after)
     #expect(shelf.value.books[0].title == "retitled")
   }

@@ -80,14 +80,14 @@ struct StampTests {
     // Had NaN been recorded, it would refuse this one (NaN compares false with everything).
     map.store(Author(id: 1, name: "stamped"), modifiedAt: 1)
     #expect(author.value.name == "stamped")
-    #expect(author._handle.node.stamp == 1)
+    #expect(author._handle.node.s.stamp == 1)
   }
 
   @Test func nanStampOnANewEntityCreatesItWithoutAStamp() {
     let map = IdentityMap()
     let author = map.store(Author(id: 1, name: "A"), modifiedAt: .nan)
     #expect(author.value.name == "A")
-    #expect(author._handle.node.stamp.isNaN)
+    #expect(author._handle.node.s.stamp.isNaN)
     map.store(Author(id: 1, name: "B"), modifiedAt: 0)
     #expect(author.value.name == "B")
   }

@@ -1,27 +1,42 @@
 /// How a parent value of type `Root` holds child entities at one key path: how to list them,
 /// how to write a child back, and how to drop one when it is removed.
 ///
+/// The closures are made by `@inlinable` initializers, so they are specialized for the user's
+/// types in the user's module.
+///
 /// NB: closures rather than subclasses keep this type final, hence checkably `Sendable`.
 @usableFromInline
 final class _Accessor<Root>: Sendable {
-  /// Hands each child entity in `root` to the expansion, in order, with its position: 0 for a
-  /// single or optional entity, the offset in the collection otherwise.
-  let forEachChild: @Sendable (Root, _Expansion) -> Void
-  /// Writes the current value of `child` (a `_Node<C>`) into `root` at `position`.
-  let write: @Sendable (_AnyNode, Int, inout Root) -> Void
+  /// Hands each child entity in `root` to the write being claimed (`_MapCore.visit`), in order,
+  /// with its position: 0 for a single or optional entity, the offset in the collection
+  /// otherwise.
+  @usableFromInline let forEachChild: @Sendable (Root, _MapCore) -> Void
+  /// Writes the value of `child` (a `_Node<C>`) into `root` at `position`: its stored value, or
+  /// with `materializer`, its value materialized on the current path (see `_Materialize.swift`).
+  @usableFromInline let fill: @Sendable (_AnyNode, Int, inout Root, _Materializer?) -> Void
   /// Removes the children at `positions` (ascending, unique) from `root`.
   /// `nil` for a non-optional single entity: its parent cannot exist without it.
-  let remove: (@Sendable ([Int], inout Root) -> Void)?
+  @usableFromInline let remove: (@Sendable ([Int], inout Root) -> Void)?
+  /// Removes every child from `root`; `nil` for a non-optional single entity.
+  @usableFromInline let removeAll: (@Sendable (inout Root) -> Void)?
 
   @usableFromInline
   init(
-    forEachChild: @escaping @Sendable (Root, _Expansion) -> Void,
-    write: @escaping @Sendable (_AnyNode, Int, inout Root) -> Void,
-    remove: (@Sendable ([Int], inout Root) -> Void)?
+    forEachChild: @escaping @Sendable (Root, _MapCore) -> Void,
+    fill: @escaping @Sendable (_AnyNode, Int, inout Root, _Materializer?) -> Void,
+    remove: (@Sendable ([Int], inout Root) -> Void)?,
+    removeAll: (@Sendable (inout Root) -> Void)?
   ) {
     self.forEachChild = forEachChild
-    self.write = write
+    self.fill = fill
     self.remove = remove
+    self.removeAll = removeAll
+  }
+
+  /// Writes the stored value of `child` into `root` at `position`.
+  @inlinable
+  func write(_ child: _AnyNode, _ position: Int, _ root: inout Root) {
+    fill(child, position, &root, nil)
   }
 }
 
@@ -32,9 +47,12 @@ extension _Accessor {
     -> _Accessor
   {
     _Accessor(
-      forEachChild: { root, expansion in expansion.visit(root[keyPath: keyPath], position: 0) },
-      write: { child, _, root in root[keyPath: keyPath] = _Node<C>._value(of: child) },
-      remove: nil
+      forEachChild: { root, core in core.visit(root[keyPath: keyPath], position: 0) },
+      fill: { child, _, root, materializer in
+        root[keyPath: keyPath] = _Node<C>._value(of: child, materializer)
+      },
+      remove: nil,
+      removeAll: nil
     )
   }
 
@@ -44,11 +62,14 @@ extension _Accessor {
     -> _Accessor
   {
     _Accessor(
-      forEachChild: { root, expansion in
-        if let child = root[keyPath: keyPath] { expansion.visit(child, position: 0) }
+      forEachChild: { root, core in
+        if let child = root[keyPath: keyPath] { core.visit(child, position: 0) }
       },
-      write: { child, _, root in root[keyPath: keyPath] = _Node<C>._value(of: child) },
-      remove: { _, root in root[keyPath: keyPath] = nil }
+      fill: { child, _, root, materializer in
+        root[keyPath: keyPath] = _Node<C>._value(of: child, materializer)
+      },
+      remove: { _, root in root[keyPath: keyPath] = nil },
+      removeAll: { root in root[keyPath: keyPath] = nil }
     )
   }
 
@@ -60,13 +81,15 @@ extension _Accessor {
     _ keyPath: WritableKeyPath<Root, C> & Sendable
   ) -> _Accessor where C.Element: Identifiable & Sendable {
     _Accessor(
-      forEachChild: { root, expansion in expansion.visitAll(root[keyPath: keyPath]) },
-      write: { child, position, root in
-        root[keyPath: keyPath]._replace(at: position, with: _Node<C.Element>._value(of: child))
+      forEachChild: { root, core in core.visitAll(root[keyPath: keyPath]) },
+      fill: { child, position, root, materializer in
+        root[keyPath: keyPath]._replace(
+          at: position, with: _Node<C.Element>._value(of: child, materializer))
       },
       remove: { positions, root in
         root[keyPath: keyPath]._removeOffsets(positions)
-      }
+      },
+      removeAll: { root in root[keyPath: keyPath].removeAll() }
     )
   }
 
@@ -76,15 +99,17 @@ extension _Accessor {
     _ keyPath: WritableKeyPath<Root, C?> & Sendable
   ) -> _Accessor where C.Element: Identifiable & Sendable {
     _Accessor(
-      forEachChild: { root, expansion in
-        if let children = root[keyPath: keyPath] { expansion.visitAll(children) }
+      forEachChild: { root, core in
+        if let children = root[keyPath: keyPath] { core.visitAll(children) }
       },
-      write: { child, position, root in
-        root[keyPath: keyPath]!._replace(at: position, with: _Node<C.Element>._value(of: child))
+      fill: { child, position, root, materializer in
+        root[keyPath: keyPath]!._replace(
+          at: position, with: _Node<C.Element>._value(of: child, materializer))
       },
       remove: { positions, root in
         root[keyPath: keyPath]?._removeOffsets(positions)
-      }
+      },
+      removeAll: { root in root[keyPath: keyPath]?.removeAll() }
     )
   }
 }

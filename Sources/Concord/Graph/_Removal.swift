@@ -4,15 +4,14 @@ extension _MapCore {
   /// Each parent of a removed node loses it: dropped from a collection, set to `nil` if
   /// optional, and removed in turn if it held the node in a non-optional property. The parents
   /// that survive then propagate like any write. Removed nodes leave their table, drop their own
-  /// links (their children may be released), and their streams finish.
+  /// links (their children may be released), and keep their last value for their handles.
   ///
   /// - Complexity: O(removed nodes + their links + ancestors touched).
   func remove(_ nodes: [_AnyNode]) {
-    let epoch = nextEpoch()
     var removed: [_AnyNode] = []
     func markRemoved(_ node: _AnyNode) {
-      guard !node.flags.contains(.removed) else { return }
-      node.flags.insert(.removed)
+      guard !node.s.flags.contains(.removed), !node.s.bits.contains(.removing) else { return }
+      mark(node, .removing)
       removed.append(node)
     }
     nodes.forEach(markRemoved)
@@ -24,39 +23,47 @@ extension _MapCore {
     while index < removed.count {
       let node = removed[index]
       index += 1
-      for reference in node.extras?.parents ?? [] {
+      for reference in node.s.extras?.parents ?? [] {
         let parent = reference.parent
-        guard !parent.flags.contains(.removed) else { continue }
-        if parent.requiresChild(atSlot: reference.slot) {
+        guard !parent.s.bits.contains(.removing) else { continue }
+        if parent.requiresChild(atSlot: Int(reference.slot), self) {
           markRemoved(parent)
         } else {
           let key = ObjectIdentifier(parent)
           if lostSlots[key] == nil { survivors.append(parent) }
-          lostSlots[key, default: []].append(reference.slot)
+          lostSlots[key, default: []].append(Int(reference.slot))
         }
       }
     }
 
     for node in removed {
-      let wasRegistered = node.flags.contains(.registered)
-      if batch.recordsUndo { batch.undo.append(.removed(node, wasRegistered: wasRegistered)) }
-      if wasRegistered {
-        unregisterKeepingHolders(node)
-        logEntity(node, IdentityMapEvent.removed)
-      }
+      touch(node)
+      node.s.flags.insert(.removed)
+      if node.s.flags.contains(.registered) { unregisterKeepingHolders(node) }
       relink(node, to: [])
-      if node.hasSubscribers { batch.removed.append(node) }
     }
 
     var seeds: [_AnyNode] = []
-    for parent in survivors where !parent.flags.contains(.removed) {
-      if batch.recordsUndo { batch.undo.append(.value(parent.makeRestorer())) }
+    for parent in survivors where !parent.s.bits.contains(.removing) {
+      touch(parent)
       let remaining = parent.dropChildren(
-        atSlots: lostSlots[ObjectIdentifier(parent)].unsafelyUnwrapped)
+        atSlots: lostSlots[ObjectIdentifier(parent)].unsafelyUnwrapped, self)
       relink(parent, to: remaining)
-      parent.insert(.patched, at: epoch)
+      mark(parent, .patched)
       seeds.append(parent)
     }
-    settle(from: seeds, epoch: epoch, expansion: nil)
+    settle(from: seeds)
+    endPass()
+  }
+
+  /// Removes every entity, then empties every alias.
+  func removeAll() {
+    var nodes: [_AnyNode] = []
+    nodes.reserveCapacity(registry.liveCount)
+    registry.forEachEntityNode { nodes.append($0) }
+    remove(nodes)
+    for node in Array(registry.aliases.values) where node.holdsAliasValue || !node.s.stamp.isNaN {
+      emptyAlias(node)
+    }
   }
 }

@@ -4,13 +4,24 @@
 final class _Schema<Root>: Sendable {
   /// The nested entities, in the order the type declares them.
   @usableFromInline let accessors: [_Accessor<Root>]
+  /// The same, type-erased. NB: the engine's type-erased code reads accessors from here: an
+  /// array of a generic class type would make it look up the element type's metadata on every
+  /// access.
+  @usableFromInline let erasedAccessors: ContiguousArray<any AnyObject & Sendable>
   /// `==` when `Root` is `Equatable`, found once per type rather than cast per call.
   @usableFromInline let equality: (any _Equality<Root>)?
 
   @usableFromInline
   init(accessors: [_Accessor<Root>]) {
     self.accessors = accessors
+    self.erasedAccessors = ContiguousArray(accessors.map { $0 as any AnyObject & Sendable })
     self.equality = _equality(of: Root.self)
+  }
+
+  /// The accessor at `index`.
+  @inlinable
+  func accessor(_ index: Int32) -> _Accessor<Root> {
+    unsafeDowncast(erasedAccessors[Int(index)], to: _Accessor<Root>.self)
   }
 
   /// Whether values of this type hold no nested entity.
@@ -106,8 +117,9 @@ final class _SchemaCache: @unchecked Sendable {
     if let cached = lock.withLock({ schemas[key] }) {
       return unsafeDowncast(cached, to: _Schema<Root>.self)
     }
-    // NB: built outside the lock: `nestedEntities` is user code, and a self-referencing
-    // aggregate asks for its own schema only lazily, when a write reaches a nested value.
+    // NB: built outside the cache's lock, because `nestedEntities` is user code. (It does run
+    // under the lock of the map that first meets the type, which creates the type's table.)
+    // Two threads may build the same schema at once; the first one stored wins.
     let made = make()
     return lock.withLock {
       if let raced = schemas[key] { return unsafeDowncast(raced, to: _Schema<Root>.self) }

@@ -1,195 +1,31 @@
-// Writing a value that holds nested entities happens in three passes.
-//
-// 1. Claims. Walk the written value breadth-first, one depth at a time, and resolve each nested
-//    entity to its node. The first depth to reach a node claims it, and among occurrences at that
-//    depth the last one wins; deeper occurrences lose and are not expanded, which is also why
-//    cycles by identity end. Each claim is checked against the node's stamp once.
-// 2. Apply. Each accepted winner's payload becomes its node's value, and the node is relinked to
-//    the children its payload holds.
-// 3. Settle. Nodes are finalized children first (see `_Propagation.swift`): a claimed node has
-//    every child slot rewritten with the child's current value, so it shows the freshest version
-//    of each nested entity; a changed node pushes itself into its parents.
-
-/// One write's claim on one node: the winning occurrence of that entity in the written value.
-@usableFromInline
-class _AnyClaim {
-  /// The distance from the root of the write.
-  @usableFromInline let depth: Int
-  /// The claim's index in the write's claims.
-  @usableFromInline final var index: Int32 = 0
-  /// Whether the node's stamp lets this write through.
-  let accepted: Bool
-  /// Links to the children the payload holds, found while expanding.
-  final var links: [_ChildLink] = []
-
-  @usableFromInline
-  init(depth: Int, accepted: Bool) {
-    self.depth = depth
-    self.accepted = accepted
-  }
-
-  @usableFromInline var node: _AnyNode { fatalError("abstract") }
-
-  /// Claims the nested entities of the payload, one depth further.
-  func expand(_: _Expansion) { fatalError("abstract") }
-
-  /// Makes the payload the node's value and links the node to the payload's children.
-  func apply(_: _MapCore) { fatalError("abstract") }
-
-  /// Rewrites every child slot with the child's current value. Returns whether the value changed.
-  func settle(_: _MapCore, stamp _: Stamp?) -> Bool { fatalError("abstract") }
-}
-
-@usableFromInline
-final class _Claim<Value: Sendable>: _AnyClaim {
-  let target: _Node<Value>
-  let payload: Value
-  let schema: _Schema<Value>
-  /// The node's value before this write; `nil` for a node this write created.
-  private var old: Value?
-
-  @usableFromInline
-  init(target: _Node<Value>, payload: Value, schema: _Schema<Value>, depth: Int, accepted: Bool) {
-    self.target = target
-    self.payload = payload
-    self.schema = schema
-    super.init(depth: depth, accepted: accepted)
-  }
-
-  @usableFromInline override var node: _AnyNode { target }
-
-  override func expand(_ expansion: _Expansion) {
-    for accessor in schema.accessors {
-      expansion.accessor = accessor
-      accessor.forEachChild(payload, expansion)
-    }
-    links = expansion.takeLinks()
-  }
-
-  override func apply(_ core: _MapCore) {
-    if target.flags.contains(.fresh) {
-      target.flags.remove(.fresh)
-    } else {
-      old = target.value
-      if core.batch.recordsUndo { core.batch.undo.append(.value(target.makeRestorer())) }
-    }
-    target.value = payload
-    core.relink(target, to: links)
-  }
-
-  override func settle(_ core: _MapCore, stamp: Stamp?) -> Bool {
-    let slots = target.extras?.children.count ?? 0
-    for slot in 0..<slots { target.patch(slot: slot) }
-    core.record(stamp, on: target)
-    defer { old = nil }
-    guard let old else { return true }
-    return schema.differ(old, target.value)
-  }
-}
-
-/// The state of the claims pass of one write.
-@usableFromInline
-final class _Expansion {
-  // NB: unowned(unsafe): an expansion lives only inside a write of `core`.
-  @usableFromInline unowned(unsafe) let core: _MapCore
-  @usableFromInline let stamp: Stamp?
-  /// The write's epoch: claim marks on nodes are only valid at it.
-  @usableFromInline let epoch: UInt64
-  /// The depth of the claims being made.
-  @usableFromInline var depth = 0
-  /// The accessor whose children are being visited.
-  @usableFromInline var accessor: AnyObject?
-  /// Every claim made, in breadth-first order.
-  @usableFromInline var claims: [_AnyClaim] = []
-  /// Claims made at `depth`, waiting to be expanded.
-  private var next: [_AnyClaim] = []
-  /// Links found while expanding the current claim.
-  @usableFromInline var links: [_ChildLink] = []
-
-  init(core: _MapCore, stamp: Stamp?) {
-    self.core = core
-    self.stamp = stamp
-    epoch = core.nextEpoch()
-  }
-
-  /// Records `claim`, the winning claim on its node for now.
-  @usableFromInline
-  func offer(_ claim: _AnyClaim) {
-    claim.index = Int32(claims.count)
-    claims.append(claim)
-    next.append(claim)
-    let node = claim.node
-    node.claimIndex = claim.index
-    node.insert(.offered, at: epoch)
-  }
-
-  /// Whether `claim` is its node's winning claim.
-  @inline(__always)
-  func isWinner(_ claim: _AnyClaim) -> Bool {
-    claim.node.claimIndex == claim.index
-  }
-
-  /// The winning claim on `node`, if this write claimed it.
-  @inlinable
-  func claim(on node: _AnyNode) -> _AnyClaim? {
-    node.bits(at: epoch).contains(.offered) ? claims[Int(node.claimIndex)] : nil
-  }
-
-  /// Visits one nested entity of the claim being expanded.
-  @inlinable
-  func visit<C: Identifiable & Sendable>(_ child: C, position: Int) {
-    let table = core.table(for: C.self)
-    let node = core.entityNode(for: child, in: table)
-    links.append(
-      _ChildLink(
-        child: node, accessor: accessor.unsafelyUnwrapped, position: position, backIndex: 0))
-    if let existing = claim(on: node), existing.depth < depth { return }
-    offer(
-      _Claim(
-        target: node, payload: child, schema: table.schema, depth: depth,
-        accepted: node.stamp._admits(stamp)))
-  }
-
-  /// Visits each entity of a collection, at its offset.
-  @inlinable
-  func visitAll<S: Sequence>(_ children: S) where S.Element: Identifiable & Sendable {
-    for (offset, child) in children.enumerated() { visit(child, position: offset) }
-  }
-
-  func takeNext() -> [_AnyClaim] {
-    defer { next = [] }
-    return next
-  }
-
-  func takeLinks() -> [_ChildLink] {
-    defer { links = [] }
-    return links
-  }
-}
-
 extension _MapCore {
   /// Stores `value` as a root write and calls `body` with its node, borrowed.
   ///
   /// - Parameter held: Whether `body` takes a hold on the node (a handle); if not, a node this
   ///   write creates is checked for release when the write ends.
-  /// - Complexity: O(1) for a value without nested entities, plus O(parents touched) when it
-  ///   changed; O(nested occurrences + parents touched) otherwise.
+  /// - Complexity: O(1) for a value without nested entities, plus O(parents touched);
+  ///   O(nested occurrences + parents touched) otherwise.
   @inlinable
   func store<T: Identifiable & Sendable, R>(
     _ value: T, stamp: Stamp?, held: Bool, _ body: (_EntityNode<T>) -> R
   ) -> R {
-    withTable(for: T.self) { table in
+    withTable(T.self) { table in
       guard table.schema.isLeaf else {
         let node = entityNode(for: value, in: table)
-        writeTree(into: node, payload: value, schema: table.schema, stamp: stamp)
+        writeTree(into: node, payload: value, stamp: stamp)
         return body(node)
       }
       // A value holding no nested entity: one lookup, no claim.
-      return table.withNode(for: value, creating: .registered) { node, created in
+      return table.withNode(for: value) { node, created in
         if created {
-          didCreate(node, held: held)
+          let direct = publishesDirectly
+          didCreate(node, held: held, journaled: !direct)
           record(stamp, on: node)
-          logStored(node, stamp: stamp)
+          if direct {
+            publish(node, .inserted, stamp: stamp)
+          } else {
+            noteWritten(node, stamp: stamp)
+          }
         } else {
           writeLeaf(node, value, stamp: stamp, schema: table.schema)
         }
@@ -204,94 +40,101 @@ extension _MapCore {
   /// when the write ends.
   @inlinable
   func entityNode<T: Identifiable & Sendable>(for value: T, in table: _Table<T>) -> _EntityNode<T> {
-    table.withNode(for: value, creating: [.registered, .fresh]) { node, created in
-      if created { didCreate(node) }
+    table.withNode(for: value) { node, created in
+      if created { didCreate(node, held: false, journaled: true) }
       return node
     }
   }
 
   /// Books a node just registered in its table.
-  @usableFromInline
-  func didCreate(_ node: _AnyNode, held: Bool = false) {
-    node.epoch = epochCounter
-    liveCount += 1
-    if batch.recordsUndo { batch.undo.append(.inserted(node)) }
+  ///
+  /// - Parameter journaled: Whether the journal records it; a write that publishes its change
+  ///   directly (see `publishesDirectly`) skips it.
+  @inlinable
+  func didCreate(_ node: _AnyNode, held: Bool, journaled: Bool) {
+    registry.liveCount += 1
+    if journaled { touchCreated(node) }
     if !held { noteHoldDropped(node) }
   }
 
-  /// Writes `value` into `node`, which holds no nested entity.
+  /// Writes `value` into `node`, whose type holds no nested entity.
   @inlinable
   func writeLeaf<T: Sendable>(_ node: _Node<T>, _ value: T, stamp: Stamp?, schema: _Schema<T>) {
-    guard node.stamp._admits(stamp) else {
-      logStale(node, incoming: stamp)
+    switch verdict(node, value, schema, stamp: stamp) {
+    case .stale:
+      outbox.logStale(node, incoming: stamp)
+      return
+    case .unchanged:
+      return
+    case .accepted:
+      break
+    }
+    if !node.hasParents && publishesDirectly {
+      // NB: the outermost write of a lone entity: its change is known now, so it skips the
+      // journal and is published at once, which is what a commit would do.
+      let differs = schema.differ(node.value, value)
+      node.value = value
+      record(stamp, on: node)
+      publish(node, differs ? .updated : .unchanged, stamp: stamp)
       return
     }
-    if batch.recordsUndo { batch.undo.append(.value(node.makeRestorer())) }
-    let changed = schema.differ(node.value, value)
+    touch(node)
     node.value = value
     record(stamp, on: node)
-    logStored(node, stamp: stamp)
-    guard changed else { return }
-    let epoch = nextEpoch()
-    node.insert(.settled, at: epoch)
-    noteChanged(node)
-    if node.hasParents {
-      pushPatch(from: node, epoch: epoch)
-      settle(from: [node], epoch: epoch, expansion: nil)
-    }
+    noteWritten(node, stamp: stamp)
+    if node.hasParents { propagate(from: node) }
   }
 
-  /// Writes `payload` into `root` and every nested entity it holds. Returns whether the root
-  /// itself was written (its stamp let the write through).
+  /// Writes `payload` into `root` and every nested entity it holds, as one pass (see
+  /// `_Claims.swift`). Returns whether the root itself was written.
   ///
   /// - Complexity: O(nested occurrences + parents touched).
   @usableFromInline @discardableResult
-  func writeTree<V: Sendable>(into root: _Node<V>, payload: V, schema: _Schema<V>, stamp: Stamp?)
-    -> Bool
-  {
-    let expansion = _Expansion(core: self, stamp: stamp)
-    let rootClaim = _Claim(
-      target: root, payload: payload, schema: schema, depth: 0, accepted: root.stamp._admits(stamp))
-    expansion.offer(rootClaim)
-    var level = expansion.takeNext()
-    while !level.isEmpty {
-      expansion.depth += 1
-      for claim in level where expansion.isWinner(claim) {
-        claim.expand(expansion)
-      }
-      level = expansion.takeNext()
-    }
-
-    let epoch = expansion.epoch
-    var seeds: [_AnyNode] = []
-    for claim in expansion.claims where expansion.isWinner(claim) {
-      guard claim.accepted else {
-        logStale(claim.node, incoming: stamp)
-        continue
-      }
-      claim.apply(self)
-      claim.node.insert(.claimed, at: epoch)
-      seeds.append(claim.node)
-      logStored(claim.node, stamp: stamp)
-    }
-    // NB: deepest first, so that in a cycle the node closest to the root settles last and sees
-    // every other node of the write already final.
-    settle(from: seeds.reversed(), epoch: epoch, expansion: expansion)
-    return rootClaim.accepted
+  func writeTree<V: Sendable>(into root: _Node<V>, payload: V, stamp: Stamp?) -> Bool {
+    scratch.stamp = stamp
+    let verdict = verdict(root, payload, root.schema(self), stamp: stamp)
+    offer(root, payload: root.stash(self).append(payload, self), verdict: verdict, stamp: stamp)
+    expandClaims()
+    settle(from: applyClaims())
+    endPass()
+    return verdict == .accepted
   }
 
-  /// Records `stamp` as the node's newest, unless it is `nil` or NaN.
+  /// Stores `entities` behind a new batch list node.
   @inlinable
-  func record(_ stamp: Stamp?, on node: _AnyNode) {
-    if let stamp, !stamp.isNaN { node.stamp = stamp }
+  func storeList<T: Identifiable & Sendable>(_ entities: [T], stamp: Stamp?) -> _ListNode<T> {
+    let list = _ListNode(value: entities)
+    adopt(list)
+    touchCreated(list)
+    writeTree(into: list, payload: entities, stamp: stamp)
+    return list
   }
-}
 
-extension Dictionary {
-  /// The value for `key`, inserting `make()` if there is none, with a single hash lookup.
+  /// See `IdentityMap.update(_:id:modifiedAt:_:)`.
   @inlinable
-  mutating func _getOrInsert(_ key: Key, _ make: () -> Value) -> Value {
-    func project(_ value: inout Value) -> Value { value }
-    return project(&self[key, default: make()])
+  func update<T: Identifiable & Sendable>(
+    _: T.Type, id: T.ID, stamp: Stamp?, _ body: (inout T) -> Void
+  ) -> Bool {
+    withTable(T.self) { table in
+      guard let node = table.node(id) else { return false }
+      // NB: an equal stamp may still be a quiet no-op, which only the result can tell.
+      guard node.admits(stamp) || stamp == node.s.stamp else {
+        outbox.logStale(node, incoming: stamp)
+        return true
+      }
+      var value = node.value
+      runUserCode { body(&value) }
+      // NB: the body may have removed the entity through a nested write; `node` is a strong
+      // reference, so it stays valid to ask.
+      guard !node.s.flags.contains(.removed) else { return false }
+      if value.id != id {
+        store(value, stamp: stamp, held: false) { _ in }
+      } else if table.schema.isLeaf {
+        writeLeaf(node, value, stamp: stamp, schema: table.schema)
+      } else {
+        writeTree(into: node, payload: value, stamp: stamp)
+      }
+      return true
+    }
   }
 }

@@ -4,17 +4,24 @@ extension IdentityMap {
   /// It offers the map's own methods; their writes are part of the transaction. It is only
   /// valid inside the transaction's body: using it afterwards stops the program.
   public struct Transaction {
-    let map: IdentityMap
-    let serial: Int
+    @usableFromInline let map: IdentityMap
+    @usableFromInline let serial: Int
 
-    private func checkOpen() {
+    @usableFromInline
+    init(map: IdentityMap, serial: Int) {
+      self.map = map
+      self.serial = serial
+    }
+
+    @usableFromInline
+    func checkOpen() {
       precondition(
         map._core.read { map._core.isOpen(transaction: serial) },
         "IdentityMap.Transaction used outside the body of its transaction")
     }
 
     /// Stores an entity, or an aggregate and its nested entities, in the transaction.
-    @discardableResult
+    @inlinable @discardableResult
     public func store<T: Identifiable & Sendable>(_ entity: T, modifiedAt: Stamp? = nil)
       -> EntityObserver<T>
     {
@@ -23,7 +30,7 @@ extension IdentityMap {
     }
 
     /// Stores entities in the transaction and returns one handle following all of them.
-    @discardableResult
+    @inlinable @discardableResult
     public func store<T: Identifiable & Sendable>(_ entities: [T], modifiedAt: Stamp? = nil)
       -> EntityObserver<[T]>
     {
@@ -32,7 +39,7 @@ extension IdentityMap {
     }
 
     /// Stores an entity and makes it the value of an alias, in the transaction.
-    @discardableResult
+    @inlinable @discardableResult
     public func store<T: Identifiable & Sendable>(
       _ entity: T, named key: AliasKey<T>, modifiedAt: Stamp? = nil
     ) -> EntityObserver<T?> {
@@ -41,7 +48,7 @@ extension IdentityMap {
     }
 
     /// Stores entities and makes them the value of a collection alias, in the transaction.
-    @discardableResult
+    @inlinable @discardableResult
     public func store<T: Identifiable & Sendable>(
       _ entities: [T], named key: AliasKey<[T]>, modifiedAt: Stamp? = nil
     ) -> EntityObserver<[T]?> {
@@ -50,25 +57,28 @@ extension IdentityMap {
     }
 
     /// A handle on a stored entity, as the transaction sees it so far.
+    @inlinable
     public func find<T: Identifiable & Sendable>(_ type: T.Type, id: T.ID) -> EntityObserver<T>? {
       checkOpen()
       return map.find(type, id: id)
     }
 
     /// A handle on an alias, as the transaction sees it so far.
+    @inlinable
     public func find<T: Identifiable & Sendable>(named key: AliasKey<T>) -> EntityObserver<T?> {
       checkOpen()
       return map.find(named: key)
     }
 
     /// A handle on a collection alias, as the transaction sees it so far.
+    @inlinable
     public func find<T: Identifiable & Sendable>(named key: AliasKey<[T]>) -> EntityObserver<[T]?> {
       checkOpen()
       return map.find(named: key)
     }
 
     /// Updates a stored entity in the transaction. Returns `false` if it is absent.
-    @discardableResult
+    @inlinable @discardableResult
     public func update<T: Identifiable & Sendable>(
       _ type: T.Type, id: T.ID, modifiedAt: Stamp? = nil, _ body: (inout T) -> Void
     ) -> Bool {
@@ -77,7 +87,7 @@ extension IdentityMap {
     }
 
     /// Updates the entity an alias names, in the transaction. Returns `false` if it is not set.
-    @discardableResult
+    @inlinable @discardableResult
     public func update<T: Identifiable & Sendable>(
       named key: AliasKey<T>, modifiedAt: Stamp? = nil, _ body: (inout T) -> Void
     ) -> Bool {
@@ -87,7 +97,7 @@ extension IdentityMap {
 
     /// Updates the entities of a collection alias, in the transaction. Returns `false` if it
     /// is not set.
-    @discardableResult
+    @inlinable @discardableResult
     public func update<T: Identifiable & Sendable>(
       named key: AliasKey<[T]>, modifiedAt: Stamp? = nil, _ body: (inout [T]) -> Void
     ) -> Bool {
@@ -96,12 +106,14 @@ extension IdentityMap {
     }
 
     /// Removes an entity in the transaction.
+    @inlinable
     public func remove<T: Identifiable & Sendable>(_ type: T.Type, id: T.ID) {
       checkOpen()
       map.remove(type, id: id)
     }
 
     /// Removes an alias in the transaction.
+    @inlinable
     public func removeAlias<T>(named key: AliasKey<T>) {
       checkOpen()
       map.removeAlias(named: key)

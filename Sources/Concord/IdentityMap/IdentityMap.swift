@@ -100,7 +100,7 @@ public final class IdentityMap: Sendable {
   @inlinable
   public func find<T: Identifiable & Sendable>(_ type: T.Type, id: T.ID) -> EntityObserver<T>? {
     _core.read {
-      _core.withTable(for: T.self) { table in table.withNode(id) { _core.observer(for: $0) } }
+      _core.withTable(T.self) { table in table.withNode(id) { _core.observer(for: $0) } }
     }
   }
 
@@ -139,7 +139,7 @@ public final class IdentityMap: Sendable {
   /// - Complexity: O(the entity's links + ancestors touched).
   public func remove<T: Identifiable & Sendable>(_ type: T.Type, id: T.ID) {
     _core.write {
-      guard let node = _core.table(for: T.self).node(id) else { return }
+      guard let node = _core.registry.table(for: T.self).node(id) else { return }
       _core.remove([node])
     }
   }
@@ -179,7 +179,9 @@ public final class IdentityMap: Sendable {
     try _core.write {
       let savepoint = _core.beginTransaction()
       do {
-        let result = try body(Transaction(map: self, serial: savepoint.transaction))
+        let result = try _core.runUserCode {
+          try body(Transaction(map: self, serial: savepoint.serial))
+        }
         _core.commitTransaction(savepoint)
         return result
       } catch {
@@ -194,7 +196,7 @@ public final class IdentityMap: Sendable {
   /// The number of live entities, all types together. Alias slots and batch handles are not
   /// entities and are not counted.
   public var count: Int {
-    _core.read { _core.liveCount }
+    _core.read { _core.registry.liveCount }
   }
 }
 
@@ -203,52 +205,5 @@ extension _MapCore {
   @inlinable
   func observer<Value>(for node: _Node<Value>) -> EntityObserver<Value> {
     EntityObserver(handle(for: node))
-  }
-
-  /// Stores `entities` behind a new batch list node.
-  @inlinable
-  func storeList<T: Identifiable & Sendable>(_ entities: [T], stamp: Stamp?) -> _Node<[T]> {
-    let list = _Node(value: entities, flags: .fresh)
-    list.epoch = epochCounter
-    adopt(list)
-    writeTree(into: list, payload: entities, schema: .list(of: T.self), stamp: stamp)
-    return list
-  }
-
-  /// See `IdentityMap.update(_:id:modifiedAt:_:)`.
-  @inlinable
-  func update<T: Identifiable & Sendable>(
-    _: T.Type, id: T.ID, stamp: Stamp?, _ body: (inout T) -> Void
-  ) -> Bool {
-    withTable(for: T.self) { table in
-      table.withNode(id) { node in
-        guard node.stamp._admits(stamp) else {
-          logStale(node, incoming: stamp)
-          return true
-        }
-        var value = node.value
-        body(&value)
-        // NB: the body may have removed the entity through a nested write. The borrowed node
-        // stays valid meanwhile: a removal hands the table's retain to the batch.
-        guard !node.flags.contains(.removed) else { return false }
-        if value.id != id {
-          store(value, stamp: stamp, held: false) { _ in }
-        } else if table.schema.isLeaf {
-          writeLeaf(node, value, stamp: stamp, schema: table.schema)
-        } else {
-          writeTree(into: node, payload: value, schema: table.schema, stamp: stamp)
-        }
-        return true
-      } ?? false
-    }
-  }
-
-  /// Removes every entity, then every alias.
-  func removeAll() {
-    var nodes: [_AnyNode] = []
-    nodes.reserveCapacity(liveCount)
-    forEachEntityNode { nodes.append($0) }
-    remove(nodes)
-    for id in aliases.keys { removeAlias(id) }
   }
 }

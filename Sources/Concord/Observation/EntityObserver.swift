@@ -58,6 +58,10 @@ public struct EntityObserver<Value: Sendable>: Sendable {
   /// between. A change committed meanwhile by another thread is delivered after the current
   /// value, never before it, and never lost.
   ///
+  /// Called inside a write (an `update` or transaction body), it delivers nothing at once:
+  /// the subscriber gets the value committed when that write ends, so that a value that never
+  /// commits is never delivered.
+  ///
   /// ```swift
   /// let subscription = book.observe(includingCurrentValue: true) { book in
   ///   render(book)   // at once, then on every change
@@ -73,6 +77,10 @@ public struct EntityObserver<Value: Sendable>: Sendable {
 
   /// Attaches the subscriber `make` builds from its initial version, lets `prepare` see the
   /// subscription, then delivers the current value through the ordered path if asked.
+  ///
+  /// Inside a write (a transaction body, say), the current value is not delivered at once: the
+  /// subscriber gets the value committed when the write ends, so that nothing uncommitted is
+  /// ever delivered.
   private func subscribe(
     includingCurrentValue: Bool, finishing: Bool = false,
     _ make: (_ lastVersion: UInt64) -> _Subscriber<Value>,
@@ -80,18 +88,24 @@ public struct EntityObserver<Value: Sendable>: Sendable {
   ) -> Subscription {
     let core = _handle.core
     let node = _handle.node
-    let (subscriber, value, version, isRemoved) = core.read {
-      // NB: without the current value, start at the node's version, so that a commit already
-      // in flight is not delivered; with it, start below every version, and let the current
-      // value itself go through the ordered path.
-      let subscriber = make(includingCurrentValue ? 0 : node.epoch)
+    let (subscriber, value, version, isRemoved, insideWrite) = core.read {
+      // NB: without the current value, start at the newest version handed out, so that a
+      // commit already in flight is not delivered; with it, start below every version, and let
+      // the current value itself go through the ordered path.
+      let subscriber = make(includingCurrentValue ? 0 : core.frame.version)
       core.attach(subscriber, to: node)
-      return (subscriber, node.value, node.epoch, node.flags.contains(.removed))
+      let insideWrite = core.frame.depth > 1
+      if includingCurrentValue && insideWrite { core.outbox.initials.append((node, subscriber)) }
+      return (
+        subscriber, node.value, core.frame.version, node.s.flags.contains(.removed), insideWrite
+      )
     }
     let subscription = Subscription(core: core, node: node, subscriber: subscriber)
     prepare(subscription)
-    if includingCurrentValue { subscriber.deliver(value, version: version, core.deliveryLock) }
-    if finishing && isRemoved { subscriber.finish(core.deliveryLock) }
+    guard !insideWrite else { return subscription }
+    let lock = core.deliveryLock
+    if includingCurrentValue { subscriber.deliver(value, version: version, lock) }
+    if finishing && isRemoved { subscriber.finish(lock) }
     return subscription
   }
 
@@ -121,7 +135,7 @@ extension EntityObserver where Value: Identifiable {
   /// callbacks are never called again. Storing the same id later creates a new entity, which
   /// this handle does not follow.
   public var isRemoved: Bool {
-    _handle.core.read { _handle.node.flags.contains(.removed) }
+    _handle.core.read { _handle.node.s.flags.contains(.removed) }
   }
 }
 

@@ -1,6 +1,9 @@
 /// Something to tell subscribers once the map's lock is released.
+@usableFromInline
 class _Delivery {
   func run(_: Lock) { fatalError("abstract") }
+
+  @usableFromInline init() {}
 }
 
 /// A committed value for the subscribers of one node.
@@ -23,9 +26,11 @@ final class _ValueDelivery<Value: Sendable>: _Delivery {
 }
 
 /// The end of the streams of a removed entity.
+@usableFromInline
 final class _FinishDelivery: _Delivery {
   let subscribers: [_AnySubscriber]
 
+  @usableFromInline
   init(subscribers: [_AnySubscriber]) {
     self.subscribers = subscribers
   }
@@ -35,33 +40,54 @@ final class _FinishDelivery: _Delivery {
   }
 }
 
+/// The deliveries of one write, the first one inline: most writes change one observed node.
+@usableFromInline
+struct _Deliveries {
+  private var first: _Delivery?
+  private var more: [_Delivery] = []
+
+  @usableFromInline init() {}
+
+  @inlinable
+  var isEmpty: Bool { _isEmpty }
+
+  @usableFromInline
+  var _isEmpty: Bool { first == nil }
+
+  @usableFromInline
+  mutating func append(_ delivery: _Delivery) {
+    if first == nil { first = delivery } else { more.append(delivery) }
+  }
+
+  /// Runs every delivery, in order.
+  func run(_ lock: Lock) {
+    first?.run(lock)
+    for delivery in more { delivery.run(lock) }
+  }
+}
+
 /// What one write leaves to do after the lock is released.
+@usableFromInline
 struct _Outcome {
   let events: [() -> IdentityMapEvent]
   // NB: what the write dropped and whose release may run user code (a value's deinit, a
   // cancelled callback's captures) is kept here, to be released after the lock.
   let graveyard: [AnyObject]
-  let undo: [_Undo]
-  /// The deliveries, the first one inline: most writes change one observed node.
-  private var first: _Delivery?
-  private var more: [_Delivery] = []
+  let deliveries: _Deliveries
 
-  init(events: [() -> IdentityMapEvent], graveyard: [AnyObject], undo: [_Undo]) {
+  @usableFromInline
+  init(events: [() -> IdentityMapEvent], graveyard: [AnyObject], deliveries: _Deliveries) {
     self.events = events
     self.graveyard = graveyard
-    self.undo = undo
-  }
-
-  mutating func append(_ delivery: _Delivery) {
-    if first == nil { first = delivery } else { more.append(delivery) }
+    self.deliveries = deliveries
   }
 
   /// Logs, then delivers, on the calling thread.
+  @usableFromInline
   func run(logger: (any IdentityMapLogger)?, deliveryLock: Lock) {
     if !events.isEmpty, let logger {
       for event in events { logger.log(event()) }
     }
-    first?.run(deliveryLock)
-    for delivery in more { delivery.run(deliveryLock) }
+    deliveries.run(deliveryLock)
   }
 }

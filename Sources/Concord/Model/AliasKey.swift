@@ -33,7 +33,8 @@ public struct AliasKey<Value>: Hashable, Sendable, CustomStringConvertible {
 }
 
 /// The identity of an alias slot: its value type and its name.
+@usableFromInline
 struct _AliasID: Hashable {
-  let valueType: ObjectIdentifier
-  let name: String
+  @usableFromInline let valueType: ObjectIdentifier
+  @usableFromInline let name: String
 }

@@ -11,7 +11,8 @@
 /// NB: `Synchronization.Mutex` would be the obvious choice, but on Linux its futex calls are not
 /// intercepted by ThreadSanitizer, which then reports false races. A pthread mutex keeps the
 /// `--sanitize=thread` run meaningful. It is `package` so that the benchmarks' floor measures the
-/// same lock the map uses.
+/// same lock the map uses. Every pthread call's result is checked, as swift-nio's `NIOLock` does:
+/// a failing mutex is a broken program, never something to carry on from.
 @usableFromInline
 package final class Lock: @unchecked Sendable {
   // NB: @unchecked because the mutex lives behind a pointer; pthread makes it safe to share.
@@ -21,37 +22,44 @@ package final class Lock: @unchecked Sendable {
   package init(recursive: Bool = false) {
     mutex = .allocate(capacity: 1)
     var attributes = pthread_mutexattr_t()
-    pthread_mutexattr_init(&attributes)
+    Self.check(pthread_mutexattr_init(&attributes), "pthread_mutexattr_init")
     if recursive {
-      pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_RECURSIVE))
+      Self.check(
+        pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_RECURSIVE)),
+        "pthread_mutexattr_settype")
     }
-    let status = pthread_mutex_init(mutex, &attributes)
-    pthread_mutexattr_destroy(&attributes)
-    precondition(status == 0, "pthread_mutex_init failed with \(status)")
+    Self.check(pthread_mutex_init(mutex, &attributes), "pthread_mutex_init")
+    Self.check(pthread_mutexattr_destroy(&attributes), "pthread_mutexattr_destroy")
   }
 
   deinit {
-    pthread_mutex_destroy(mutex)
+    Self.check(pthread_mutex_destroy(mutex), "pthread_mutex_destroy")
     mutex.deallocate()
+  }
+
+  /// Stops the program if a pthread call failed.
+  @usableFromInline @inline(__always)
+  static func check(_ status: Int32, _ call: StaticString) {
+    precondition(status == 0, "\(call) failed with \(status)")
   }
 
   /// Blocks until the calling thread holds the mutex.
   @inlinable
   package func lock() {
-    pthread_mutex_lock(mutex)
+    Self.check(pthread_mutex_lock(mutex), "pthread_mutex_lock")
   }
 
   /// Releases the mutex. The calling thread must hold it.
   @inlinable
   package func unlock() {
-    pthread_mutex_unlock(mutex)
+    Self.check(pthread_mutex_unlock(mutex), "pthread_mutex_unlock")
   }
 
   /// Runs `body` while holding the mutex.
   @inlinable
   package func withLock<R>(_ body: () throws -> R) rethrows -> R {
-    pthread_mutex_lock(mutex)
-    defer { pthread_mutex_unlock(mutex) }
+    lock()
+    defer { unlock() }
     return try body()
   }
 }

@@ -1,0 +1,101 @@
+// The engine's invariants, as code.
+//
+// Built with `-Xswiftc -DCONCORD_INTERNAL_CHECKS`, the map checks them after every outermost
+// write (see `_MapCore.commit()`): all of them while the map holds at most 512 entities, and
+// around the nodes the write touched beyond that, so that big tests stay linear. Tests call
+// `_checkInvariants()` directly after each step of a random run. A broken invariant stops the
+// program and says which one, and on which node.
+
+extension _MapCore {
+  /// Checks every invariant over the whole map.
+  ///
+  /// - Complexity: O(nodes + links).
+  func _checkInvariants() {
+    _checkInvariants(around: nil)
+  }
+
+  /// Checks the invariants of the nodes `touched` and their neighbours, or of every node when
+  /// `touched` is `nil`, plus the map-wide ones.
+  func _checkInvariants(around touched: [_AnyNode]?) {
+    check(journal.entries.isEmpty && journal.stashes.isEmpty, "the journal outlived its write")
+    check(journal.transactions.isEmpty, "a transaction outlived its write")
+    check(scratch.claims.isEmpty && scratch.marked.isEmpty, "a pass outlived its write")
+    check(lifetime.candidates.isEmpty && lifetime.deferred.isEmpty, "lifetimes left unsettled")
+    check(outbox.initials.isEmpty, "a subscription's current value was never delivered")
+    let registered = registry.tables.values.reduce(0) { $0 + $1.count }
+    check(
+      registered == registry.liveCount, "count is \(registry.liveCount), tables hold \(registered)")
+
+    var nodes: [_AnyNode] = []
+    if let touched {
+      nodes = touched.filter { !$0.s.flags.contains(.purged) }
+      for node in nodes {
+        nodes += node.children.map(\.child)
+        nodes += node.s.extras?.parents.map(\.parent) ?? []
+      }
+    } else {
+      registry.forEachEntityNode { nodes.append($0) }
+      nodes += registry.aliases.values
+    }
+    var seen: Set<ObjectIdentifier> = []
+    var index = 0
+    while index < nodes.count {
+      let node = nodes[index]
+      index += 1
+      guard seen.insert(ObjectIdentifier(node)).inserted else { continue }
+      checkNode(node)
+      if touched == nil {
+        // NB: batch lists and removed nodes still observed are in no table; reach them as
+        // parents.
+        nodes += node.s.extras?.parents.map(\.parent) ?? []
+      }
+    }
+  }
+
+  private func checkNode(_ node: _AnyNode) {
+    let flags = node.s.flags
+    let name = node.makeReference()?.description ?? node.aliasName.map { "alias \($0)" } ?? "list"
+    check(node.s.bits.isEmpty, "\(name) kept pass bits \(node.s.bits.rawValue)")
+    check(!flags.contains(.candidate), "\(name) is still a release candidate")
+    check(!flags.contains(.purged), "\(name) was purged but is still reachable")
+    let children = node.children
+    let parents = node.s.extras?.parents ?? []
+    check(Int(node.s.internalHolds) == parents.count, "\(name): internal holds ≠ parent links")
+    for (index, reference) in parents.enumerated() {
+      let links = reference.parent.children
+      check(
+        Int(reference.slot) < links.count && links[Int(reference.slot)].child === node
+          && Int(links[Int(reference.slot)].backIndex) == index,
+        "\(name): back-reference \(index) does not match its parent's link")
+    }
+    for (slot, link) in children.enumerated() {
+      let back = link.child.s.extras?.parents ?? []
+      check(
+        Int(link.backIndex) < back.count && back[Int(link.backIndex)].parent === node
+          && Int(back[Int(link.backIndex)].slot) == slot,
+        "\(name): link \(slot) has no matching back-reference")
+      check(!link.child.s.flags.contains(.removed), "\(name) links a removed entity")
+      check(!link.child.s.flags.contains(.purged), "\(name) links a purged node")
+    }
+    let subscribers = node.s.extras?.subscribers.count ?? 0
+    let anchor = flags.contains(.anchored) ? 1 : 0
+    check(
+      Int(node.s.externalHolds) >= subscribers + anchor,
+      "\(name): \(node.s.externalHolds) external holds for \(subscribers) subscribers")
+    if flags.contains(.alias) {
+      check(node.holdsAliasValue == flags.contains(.anchored), "\(name): anchor ≠ value")
+      check(node.holdsAliasValue || node.s.stamp.isNaN, "\(name) is empty but has a stamp")
+    }
+    if flags.contains(.registered) && !flags.contains(.alias) {
+      check(!flags.contains(.removed), "\(name) is registered and removed")
+      check(
+        node.s.externalHolds > 0 || node.s.internalHolds > 0,
+        "\(name) is registered but nothing holds it")
+    }
+    check(node.slotsMatchChildren(self), "\(name): a slot differs from its child's value")
+  }
+
+  private func check(_ condition: Bool, _ message: @autoclosure () -> String) {
+    precondition(condition, "Concord internal check failed: \(message())")
+  }
+}

@@ -1,0 +1,192 @@
+/// Everything one `IdentityMap` owns, behind its lock.
+///
+/// A write reads top to bottom through the folders, each a part of the core:
+///
+/// 1. `Frame/`: the lock and the write frame (this file): who may write now, and what happens
+///    when the outermost write ends.
+/// 2. `Registry/`: nodes, the tables of entities, the alias slots, and the links between nodes.
+/// 3. `Journal/`: each node's state before the write touched it, for rollback and for the
+///    change log.
+/// 4. `Graph/`: claims, propagation, materialization, cycles and removal.
+/// 5. `Lifetime/`: holds, and the purge of what nobody holds.
+/// 6. `Outbox/`: the change log, and what to log and deliver once the lock is released.
+/// 7. `Observation/`: subscribers and handles, the change log's consumer.
+///
+/// The facade (`IdentityMap`) takes the lock with ``write(_:)`` or ``read(_:)``. When the
+/// outermost write ends, ``endWrite()`` commits: it turns the journal into changes, purges what
+/// nobody holds, takes the outbox, releases the lock, and only then calls user code: loggers,
+/// callbacks, streams.
+@usableFromInline
+final class _MapCore: @unchecked Sendable {
+  // NB: @unchecked because every mutable part, and every node reachable from here, is only
+  // touched while holding `lock`; subscribers' delivery state is guarded by `deliveryLock`.
+
+  /// Guards all the map's state. Recursive, so that a write made from inside an `update` body
+  /// or a transaction body joins the enclosing write instead of deadlocking.
+  @usableFromInline let lock = Lock(recursive: true)
+  /// Guards subscribers' delivery state. Never held while calling out, never held while taking
+  /// `lock`.
+  let deliveryLock = Lock()
+
+  // NB: the parts are structs, each documented on its type. Exclusivity checks are off for them
+  // in release builds only: the lock already makes every access exclusive between threads, and
+  // the checks cost a good share of a write once the parts are `@usableFromInline`.
+  #if DEBUG
+    @usableFromInline var frame = _Frame()
+    @usableFromInline var registry = _Registry()
+    @usableFromInline var journal = _Journal()
+    @usableFromInline var scratch = _Scratch()
+    @usableFromInline var lifetime = _Lifetime()
+    @usableFromInline var outbox: _Outbox
+  #else
+    @exclusivity(unchecked) @usableFromInline var frame = _Frame()
+    @exclusivity(unchecked) @usableFromInline var registry = _Registry()
+    @exclusivity(unchecked) @usableFromInline var journal = _Journal()
+    @exclusivity(unchecked) @usableFromInline var scratch = _Scratch()
+    @exclusivity(unchecked) @usableFromInline var lifetime = _Lifetime()
+    @exclusivity(unchecked) @usableFromInline var outbox: _Outbox
+  #endif
+
+  @usableFromInline
+  init(logger: (any IdentityMapLogger)?) {
+    outbox = _Outbox(logger: logger)
+  }
+
+  deinit {
+    // NB: links are strong, so what an alias still held may form cycles by identity; drop
+    // every link so that the tables' release frees all nodes. Nothing else can reach them now.
+    registry.forEachEntityNode { $0.s.extras?.children.removeAll() }
+    for alias in registry.aliases.values { alias.s.extras?.children.removeAll() }
+  }
+
+  // MARK: Entering and leaving the lock
+
+  /// Runs `body` under the lock without writing.
+  ///
+  /// Reads are allowed anywhere, even from user code the engine calls in the middle of a write
+  /// (an `==`, say); such a read sees the write half done.
+  @inlinable
+  func read<R>(_ body: () -> R) -> R {
+    lock.lock()
+    frame.depth += 1
+    defer {
+      if frame.depth == 1 && lifetime.hasWork {
+        // NB: a handle released during the read (in a value's deinit, say) still counts at once.
+        endWrite()
+      } else {
+        frame.depth -= 1
+        lock.unlock()
+      }
+    }
+    return body()
+  }
+
+  /// Runs `body` as a write. The outermost write then commits, releases the lock, and delivers
+  /// what changed; a nested write (from an `update` or transaction body, on the same thread) is
+  /// part of the enclosing one.
+  ///
+  /// A write started from user code the engine calls in the middle of a write stops the
+  /// program; see ``runUserCode(_:)``.
+  @inlinable
+  func write<R>(_ body: () throws -> R) rethrows -> R {
+    lock.lock()
+    if frame.depth > 0 && frame.phase == .engine { _writeInTheMiddleOfAWrite() }
+    frame.depth += 1
+    let phase = frame.phase
+    frame.phase = .engine
+    if frame.depth > 1 {
+      defer {
+        frame.phase = phase
+        frame.depth -= 1
+        lock.unlock()
+      }
+      return try body()
+    }
+    defer { endWrite() }
+    return try body()
+  }
+
+  /// Runs user code that may write to the map (an `update` body, a transaction body): its
+  /// writes join the current write.
+  @inlinable
+  func runUserCode<R>(_ body: () throws -> R) rethrows -> R {
+    let phase = frame.phase
+    frame.phase = .open
+    defer { frame.phase = phase }
+    return try body()
+  }
+
+  @usableFromInline
+  func _writeInTheMiddleOfAWrite() -> Never {
+    preconditionFailure(
+      """
+      Concord: the map was written to by code it called in the middle of a write: an `==`, a \
+      key path's getter or setter, a merge, a filter or comparator, or the deinit of a value \
+      the write replaced. That code may read the map, but writing would corrupt the write \
+      under way. Write from an `update` or transaction body, or from an `observe` callback.
+      """)
+  }
+
+  /// Ends the outermost write: commits, releases the lock, then logs and delivers.
+  @usableFromInline
+  func endWrite() {
+    guard !journal.entries.isEmpty || lifetime.hasWork || !outbox.isIdle else {
+      frame.depth -= 1
+      lock.unlock()
+      return
+    }
+    frame.phase = .engine
+    commit()
+    let outcome = outbox.takeOutcome()
+    let logger = outbox.logger
+    frame.depth -= 1
+    lock.unlock()
+    outcome.run(logger: logger, deliveryLock: deliveryLock)
+  }
+
+  /// Publishes the write's changes, settles lifetimes, and forgets the write.
+  func commit() {
+    publishJournal()
+    settleLifetimes()
+    #if CONCORD_INTERNAL_CHECKS
+      // NB: every node while the map is small; around the write's nodes once it is large.
+      let touched = registry.liveCount > 512 ? journal.entries.map(\.node) : nil
+    #endif
+    journal.entries.removeAll(keepingCapacity: true)
+    for stash in journal.stashes { stash.clear() }
+    journal.stashes.removeAll(keepingCapacity: true)
+    #if CONCORD_INTERNAL_CHECKS
+      _checkInvariants(around: touched)
+    #endif
+  }
+}
+
+/// Who may write now.
+@usableFromInline
+enum _Phase {
+  /// User code that may write runs: an `update` body, a transaction body.
+  case open
+  /// The engine runs. User code it calls (`==`, key paths, deinits) may read, not write.
+  case engine
+}
+
+/// The write frame: how deep the lock-holding thread is in this map's calls, and who may write.
+@usableFromInline
+struct _Frame {
+  /// How many frames of this map the thread holding the lock is inside.
+  @usableFromInline var depth = 0
+  @usableFromInline var phase = _Phase.engine
+  /// The version of the newest delivery made; each delivery takes the next one, so that a
+  /// subscriber can tell an older value from a newer one. NB: it starts above 0, the version a
+  /// subscriber that asked for the current value starts from.
+  @usableFromInline var version: UInt64 = 1
+
+  @usableFromInline init() {}
+
+  /// A version for a new delivery.
+  @inlinable
+  mutating func nextVersion() -> UInt64 {
+    version &+= 1
+    return version
+  }
+}

@@ -1,0 +1,92 @@
+// Settling: when nodes are written, every live node holding them must be rewritten, children
+// before parents, each once per pass, and nothing else.
+//
+// Each parent keeps, per child occurrence, a link saying where the child sits in its value (the
+// accessor plus a position); the child keeps a back-reference naming that link. A written
+// child walks its back-references and patches its value straight into each parent's slot
+// (`pushPatch`), without scanning the parent's other children. The walk that orders the work
+// (`topologicalOrder`) only follows back-references, so it visits the ancestors of what was
+// written and nothing else: the cost is proportional to the parents touched, not to the map.
+//
+// A written node always propagates, even when its value is `==` to the old one: `==` may be
+// looser than the value (comparing ids only, say), and the parents must show what `find` shows.
+// Equality only decides who is told, when the write commits (see `_Outbox.swift`).
+
+extension _MapCore {
+  /// Finalizes, children first, the seeds of a pass and every ancestor they reach.
+  ///
+  /// A claimed node is rebuilt from its children. A node on a cycle that a child patched is
+  /// rebuilt too (see `_Materialize.swift`); any other patched node was patched in place. Each
+  /// written node then patches its own parents.
+  func settle(from seeds: [_AnyNode]) {
+    for node in topologicalOrder(from: seeds) {
+      let bits = node.s.bits
+      guard !bits.contains(.settled) else { continue }
+      mark(node, .settled)
+      guard bits.contains(.claimed) || bits.contains(.patched) else { continue }
+      if bits.contains(.claimed) || node.cycle != 0 { node.materialize(self) }
+      if node.s.flags.contains(.alias) { settleAlias(node) }
+      pushPatch(from: node)
+    }
+  }
+
+  /// Propagates a write of `node` that a pass did not claim (a leaf write, an update's root):
+  /// its parents and their ancestors are rewritten.
+  @usableFromInline
+  func propagate(from node: _AnyNode) {
+    mark(node, .settled)
+    let parents = node.s.extras.unsafelyUnwrapped.parents
+    pushPatch(from: node)
+    // NB: when no parent goes further (a flat fan-out, the common case), patching them was
+    // all there was to do.
+    if parents.contains(where: {
+      $0.parent.hasParents || $0.parent.cycle != 0 || $0.parent.s.flags.contains(.alias)
+    }) {
+      settle(from: parents.map(\.parent))
+    }
+    endPass()
+  }
+
+  /// Writes the value of `node` into each parent slot holding it, unless that parent is already
+  /// final for this pass or will be rebuilt from its claim anyway.
+  func pushPatch(from node: _AnyNode) {
+    guard let parents = node.s.extras?.parents else { return }
+    for reference in parents {
+      let parent = reference.parent
+      guard parent.s.bits.isDisjoint(with: [.settled, .claimed]) else { continue }
+      touch(parent)
+      if parent.cycle == 0 { parent.patch(slot: Int(reference.slot), self) }
+      mark(parent, .patched)
+    }
+  }
+
+  /// The seeds and their ancestors, each once, every node before all of its parents.
+  ///
+  /// A reverse post-order of a depth-first walk up the back-references, with an explicit stack
+  /// so that long chains cannot overflow the thread's stack. In a cycle, the order among its
+  /// nodes follows the walk.
+  ///
+  /// - Complexity: O(ancestors and their links).
+  func topologicalOrder(from seeds: [_AnyNode]) -> [_AnyNode] {
+    var postorder: [_AnyNode] = []
+    var stack: [(node: _AnyNode, nextParent: Int)] = []
+    for seed in seeds where !seed.s.bits.contains(.visited) {
+      mark(seed, .visited)
+      stack.append((seed, 0))
+      while let (node, nextParent) = stack.last {
+        if let parents = node.s.extras?.parents, nextParent < parents.count {
+          stack[stack.count - 1].nextParent = nextParent + 1
+          let parent = parents[nextParent].parent
+          if !parent.s.bits.contains(.visited) {
+            mark(parent, .visited)
+            stack.append((parent, 0))
+          }
+        } else {
+          stack.removeLast()
+          postorder.append(node)
+        }
+      }
+    }
+    return postorder.reversed()
+  }
+}

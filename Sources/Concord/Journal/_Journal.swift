@@ -1,0 +1,222 @@
+// The journal: what each node was before the current write touched it.
+//
+// Before the engine changes a node (its value, stamp, links, registration or anchor), it calls
+// `touch(_:)`, which records the node's state once per transaction level. The journal serves
+// two purposes with one record:
+//
+// - Rollback. A transaction that throws restores, newest first, every node recorded since it
+//   began; nested transactions each restore only their own level.
+// - The change log. When the outermost write commits, each node's *first* record holds its state
+//   before the write, so comparing it with the node now says what the write did to it:
+//   inserted, updated (and whether `==` sees a difference), or removed. A transaction that ends
+//   where it started therefore changes nothing, however many writes it made.
+//
+// Saved values live in per-type stashes (`_Stash`), so recording a node costs no allocation.
+
+/// A node's state before a write touched it, at one transaction level.
+@usableFromInline
+struct _JournalEntry {
+  /// NB: strong, so that a node the write drops stays valid until the write ends.
+  @usableFromInline let node: _AnyNode
+  /// The node's previous record in this write, or -1.
+  @usableFromInline let previous: Int32
+  /// How many transactions were open when the record was made.
+  @usableFromInline let level: Int32
+  /// Where the value was saved in the node type's stash; `created` for a node the write
+  /// created, `notSaved` when nothing needed the value.
+  @usableFromInline let saved: Int32
+  @usableFromInline let stamp: Stamp
+  @usableFromInline let links: [_ChildLink]
+  /// `.registered`, `.removed` and `.anchored`, as they were.
+  @usableFromInline let flags: _NodeFlags
+  /// Whether the node was stored: see `_AnyNode.isPresent`.
+  @usableFromInline let wasPresent: Bool
+  /// Whether a write aimed at the node itself (not a propagation) changed it, and the stamp it
+  /// carried; for the log.
+  @usableFromInline var written = false
+  @usableFromInline var writtenStamp: Stamp?
+
+  /// `saved` for a node the write created: it had no value.
+  @usableFromInline static let created: Int32 = -1
+  /// `saved` when the value was not kept; see `touch(_:)`.
+  @usableFromInline static let notSaved: Int32 = -2
+
+  @inlinable
+  init(
+    node: _AnyNode, previous: Int32, level: Int32, saved: Int32, stamp: Stamp,
+    links: [_ChildLink], flags: _NodeFlags, wasPresent: Bool
+  ) {
+    self.node = node
+    self.previous = previous
+    self.level = level
+    self.saved = saved
+    self.stamp = stamp
+    self.links = links
+    self.flags = flags
+    self.wasPresent = wasPresent
+  }
+}
+
+/// The current write's journal and transaction levels.
+@usableFromInline
+struct _Journal {
+  @usableFromInline var entries: [_JournalEntry] = []
+  /// The stashes holding this write's saved values and payloads, emptied when it ends.
+  @usableFromInline var stashes: [_AnyStash] = []
+  /// The serial numbers of the open transactions, innermost last.
+  @usableFromInline var transactions: [Int] = []
+  /// The serial number of the last transaction opened.
+  var lastSerial = 0
+
+  @usableFromInline init() {}
+
+  /// How many transactions are open.
+  @inlinable
+  var level: Int32 { Int32(transactions.count) }
+
+  /// The index of `node`'s newest record in this write, or -1.
+  @inlinable
+  func newestEntry(of node: _AnyNode) -> Int32 {
+    let index = node.s.journalIndex
+    guard index >= 0, Int(index) < entries.count, entries[Int(index)].node === node else {
+      return -1
+    }
+    return index
+  }
+}
+
+/// A point to roll back to: where the journal and the log were when a transaction began.
+struct _Savepoint {
+  let serial: Int
+  let entries: Int
+  let events: Int
+}
+
+extension _MapCore {
+  /// Records `node`'s state, unless it was already recorded at the current transaction level.
+  /// Call it before any change to the node.
+  @inlinable
+  func touch(_ node: _AnyNode) {
+    let newest = journal.newestEntry(of: node)
+    if newest >= 0 && journal.entries[Int(newest)].level == journal.level { return }
+    let wasPresent = node.isPresent
+    // NB: the value is saved when something needs it: a rollback, a subscriber to tell only
+    // if it changed, an alias's log. Otherwise the node is counted as updated, which tells
+    // nobody, and the copy and the `==` are saved on every parent a change reaches.
+    let needsValue =
+      journal.level > 0 || node.hasSubscribers || node.s.flags.contains(.alias)
+    let saved = needsValue ? node.saveValue(self) : _JournalEntry.notSaved
+    appendEntry(node, previous: newest, saved: saved, wasPresent: wasPresent)
+  }
+
+  /// Whether a change can be published as it is made, skipping the journal: only in the
+  /// outermost write, and only while it has touched nothing else, so that no later write in it
+  /// can touch the node again.
+  @inlinable
+  var publishesDirectly: Bool { frame.depth == 1 && journal.entries.isEmpty }
+
+  /// Records a node the current write just created: before, it did not exist.
+  @inlinable
+  func touchCreated(_ node: _AnyNode) {
+    appendEntry(node, previous: -1, saved: _JournalEntry.created, wasPresent: false)
+  }
+
+  @usableFromInline
+  func appendEntry(_ node: _AnyNode, previous: Int32, saved: Int32, wasPresent: Bool) {
+    let flags = node.s.flags.intersection([.registered, .removed, .anchored])
+    node.s.journalIndex = Int32(journal.entries.count)
+    journal.entries.append(
+      _JournalEntry(
+        node: node, previous: previous, level: journal.level, saved: saved,
+        stamp: node.s.stamp, links: journal.level > 0 ? node.children : [],
+        flags: saved == _JournalEntry.created ? [] : flags, wasPresent: wasPresent))
+  }
+
+  /// Notes that a write aimed at `node` itself changed it, with `stamp`; for the log.
+  @inlinable
+  func noteWritten(_ node: _AnyNode, stamp: Stamp?) {
+    let index = Int(node.s.journalIndex)
+    journal.entries[index].written = true
+    journal.entries[index].writtenStamp = stamp
+  }
+
+  // MARK: Transactions
+
+  /// Opens a transaction inside the current write.
+  func beginTransaction() -> _Savepoint {
+    journal.lastSerial += 1
+    journal.transactions.append(journal.lastSerial)
+    return _Savepoint(
+      serial: journal.lastSerial, entries: journal.entries.count, events: outbox.events.count)
+  }
+
+  /// Closes the innermost transaction, keeping its writes. An enclosing transaction can still
+  /// revert them.
+  func commitTransaction(_: _Savepoint) {
+    journal.transactions.removeLast()
+  }
+
+  /// Whether the transaction numbered `serial` is still open.
+  func isOpen(transaction serial: Int) -> Bool {
+    journal.transactions.contains(serial)
+  }
+
+  /// Closes the innermost transaction and restores every node it touched, newest first.
+  ///
+  /// Entities it created leave the map, and their handles report `isRemoved`. A batch handle it
+  /// created keeps the elements that still exist, like a batch handle whose elements were
+  /// removed.
+  func rollBack(to savepoint: _Savepoint) {
+    var createdLists: [_AnyNode] = []
+    while journal.entries.count > savepoint.entries {
+      let entry = journal.entries.removeLast()
+      let node = entry.node
+      node.s.journalIndex = entry.previous
+      if entry.saved == _JournalEntry.created && node.s.flags.contains(.list) {
+        createdLists.append(node)
+        continue
+      }
+      restore(entry)
+    }
+    journal.transactions.removeLast()
+    outbox.events.removeSubrange(savepoint.events...)
+    for list in createdLists { dropChildrenNotPresent(of: list) }
+  }
+
+  /// Puts `entry`'s node back in the state it records.
+  private func restore(_ entry: _JournalEntry) {
+    let node = entry.node
+    relink(node, to: entry.links)
+    if entry.saved >= 0 {
+      node.restoreValue(entry.saved, self)
+    } else if node.s.flags.contains(.alias) {
+      node.clearAliasValue()
+    }
+    node.s.stamp = entry.stamp
+    let wasRegistered = entry.flags.contains(.registered)
+    let isRegistered = node.s.flags.contains(.registered)
+    if wasRegistered && !isRegistered {
+      node.reregister(in: self)
+      disown(node)
+    } else if !wasRegistered && isRegistered && !node.s.flags.contains(.alias) {
+      unregisterKeepingHolders(node)
+    }
+    let created = entry.saved == _JournalEntry.created
+    if entry.flags.contains(.removed) || (created && !node.s.flags.contains(.alias)) {
+      node.s.flags.insert(.removed)
+    } else {
+      node.s.flags.remove(.removed)
+    }
+    let wasAnchored = entry.flags.contains(.anchored)
+    if wasAnchored != node.s.flags.contains(.anchored) { setAnchor(node, wasAnchored) }
+  }
+
+  /// Drops from a batch list the elements that are no longer in the map, and shows the
+  /// restored values of the others.
+  private func dropChildrenNotPresent(of list: _AnyNode) {
+    touch(list)
+    let gone = list.children.indices.filter { !list.children[$0].child.isPresent }
+    if !gone.isEmpty { relink(list, to: list.dropChildren(atSlots: gone, self)) }
+    list.materialize(self)
+  }
+}

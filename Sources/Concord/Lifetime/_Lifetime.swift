@@ -1,0 +1,216 @@
+// Lifetime: a node lives while something holds it. External holds come from handles,
+// subscriptions and an alias anchor; internal holds from live parents' links. A node that loses
+// a hold becomes a candidate; when the outermost write ends, candidates with no hold at all are
+// purged, which drops their links and may cascade. A candidate still held only by parents may
+// sit on a cycle by identity (a member among its friends' friends), which counting alone never
+// frees: those go through trial deletion (`collectCycles`).
+//
+// Memory follows the holds: a table keeps its nodes with a manual retain, and a node no table
+// keeps (a batch list, a removed entity still observed) is adopted with one while anything
+// outside holds it. Handles hold their node unowned, so purging is what frees it.
+
+/// What the current write has to settle about lifetimes, and the map's handle count.
+@usableFromInline
+struct _Lifetime {
+  /// Nodes that lost their last external hold; see `settleLifetimes`.
+  @usableFromInline var candidates: [_AnyNode] = []
+  /// Work from deinits that ran while this thread was inside a write, done before it ends.
+  @usableFromInline var deferred: [_Deferred] = []
+  /// How many handles on this map's nodes are alive, and the reference that keeps the map
+  /// alive meanwhile. NB: handles hold the map unowned, which spares two atomic reference-count
+  /// operations on the shared map object per `find` and per release; the map holds itself
+  /// while any handle lives instead.
+  @usableFromInline var liveHandles = 0
+  @usableFromInline var selfRetain: _MapCore?
+
+  @usableFromInline init() {}
+
+  /// Whether the write left lifetimes to settle.
+  @inlinable
+  var hasWork: Bool { !candidates.isEmpty || !deferred.isEmpty }
+}
+
+/// A deinit's work, deferred because it ran while this thread was inside a write.
+@usableFromInline
+enum _Deferred {
+  /// A handle's hold on the node is gone.
+  case releaseHold(_AnyNode)
+  /// A subscription was cancelled.
+  case cancel(_AnyNode, _AnySubscriber)
+}
+
+extension _MapCore {
+  // MARK: Handles
+
+  /// A new handle on `node`: one more external hold, given back when the handle is released.
+  ///
+  /// NB: every `store` and `find` makes its own handle, rather than sharing one per node. A
+  /// shared handle needs a weak reference from the node (so that a `find` racing with the last
+  /// release never revives a dying object), and Swift's weak references cost a 48-byte side
+  /// table per node and a slower load. Copies of one `EntityObserver` still share its handle.
+  @inlinable
+  func handle<Value>(for node: _Node<Value>) -> _Handle<Value> {
+    node.s.externalHolds += 1
+    if lifetime.liveHandles == 0 { lifetime.selfRetain = self }
+    lifetime.liveHandles += 1
+    return _Handle(core: self, node: node)
+  }
+
+  /// Called by a handle's deinit: the handle's hold on `node` is gone.
+  @usableFromInline
+  func releaseHandle(of node: _AnyNode) {
+    lock.lock()
+    lifetime.liveHandles -= 1
+    // NB: the map may only let go of itself after its lock is released, by its last frame.
+    let lastRetain = lifetime.liveHandles == 0 ? lifetime.selfRetain.take() : nil
+    if frame.depth > 0 {
+      // NB: a deinit inside one of our frames (a handle dropped in a transaction body, or held
+      // by a value we just replaced) must not touch the graph mid-write.
+      lifetime.deferred.append(.releaseHold(node))
+      if let lastRetain { outbox.graveyard.append(lastRetain) }
+      lock.unlock()
+      return
+    }
+    node.s.externalHolds -= 1
+    if node.s.externalHolds > 0 {
+      // The common case: another holder remains, nothing to settle.
+      lock.unlock()
+      withExtendedLifetime(lastRetain) {}
+      return
+    }
+    frame.depth = 1
+    noteHoldDropped(node)
+    if let lastRetain { outbox.graveyard.append(lastRetain) }
+    endWrite()
+  }
+
+  /// Removes one external hold from `node`.
+  @inlinable
+  func dropExternalHold(on node: _AnyNode) {
+    node.s.externalHolds -= 1
+    noteHoldDropped(node)
+  }
+
+  // MARK: Settling
+
+  /// Queues `node` for the end-of-write check if it lost its last external hold.
+  @inlinable
+  func noteHoldDropped(_ node: _AnyNode) {
+    guard node.s.externalHolds == 0, !node.s.flags.contains(.candidate) else { return }
+    node.s.flags.insert(.candidate)
+    lifetime.candidates.append(node)
+  }
+
+  /// Runs deferred deinit work and purges what nobody holds, until nothing is left to do.
+  func settleLifetimes() {
+    while true {
+      while let work = lifetime.deferred.popLast() {
+        switch work {
+        case .releaseHold(let node): dropExternalHold(on: node)
+        case .cancel(let node, let subscriber): detach(subscriber, from: node)
+        }
+      }
+      var maybeCyclic: [_AnyNode] = []
+      var index = 0
+      // NB: purging appends new candidates to the array being walked.
+      while index < lifetime.candidates.count {
+        let node = lifetime.candidates[index]
+        index += 1
+        node.s.flags.remove(.candidate)
+        guard node.s.externalHolds == 0, !node.s.flags.contains(.purged) else { continue }
+        if node.s.internalHolds == 0 {
+          purge(node)
+        } else if node.hasChildren {
+          maybeCyclic.append(node)
+        }
+      }
+      lifetime.candidates.removeAll(keepingCapacity: true)
+      if !maybeCyclic.isEmpty {
+        collectCycles(from: maybeCyclic)
+      } else if lifetime.deferred.isEmpty {
+        return
+      }
+    }
+  }
+
+  /// Takes `node`, which nobody holds, out of the map and drops its links.
+  func purge(_ node: _AnyNode) {
+    disown(node)
+    node.s.flags.insert(.purged)
+    if node.s.flags.contains(.registered) {
+      node.unregister(from: self)
+      if !node.s.flags.contains(.alias) { outbox.logReleased(node) }
+    }
+    unlinkChildren(of: node)
+  }
+
+  /// Frees the garbage cycles reachable from `roots`, nodes that only parents still hold.
+  ///
+  /// Trial deletion: subtract, for every link inside the subgraph reachable from the roots, one
+  /// hold from its child. A node left with holds is held from outside the subgraph, and so is
+  /// everything it reaches; the rest is only held by itself and goes.
+  ///
+  /// - Complexity: O(nodes and links reachable from `roots`).
+  func collectCycles(from roots: [_AnyNode]) {
+    var trialHolds: [ObjectIdentifier: Int32] = [:]
+    var subgraph: [_AnyNode] = []
+    var stack: [_AnyNode] = []
+    func reach(_ node: _AnyNode) {
+      let key = ObjectIdentifier(node)
+      guard trialHolds[key] == nil else { return }
+      trialHolds[key] = node.s.externalHolds + node.s.internalHolds
+      subgraph.append(node)
+      stack.append(node)
+    }
+    for root in roots where root.s.externalHolds == 0 && root.s.internalHolds > 0 {
+      reach(root)
+      while let node = stack.popLast() {
+        for link in node.children {
+          reach(link.child)
+          trialHolds[ObjectIdentifier(link.child)]! -= 1
+        }
+      }
+    }
+    var live: Set<ObjectIdentifier> = []
+    for node in subgraph where trialHolds[ObjectIdentifier(node)]! > 0 {
+      guard live.insert(ObjectIdentifier(node)).inserted else { continue }
+      stack.append(node)
+      while let reached = stack.popLast() {
+        for link in reached.children where live.insert(ObjectIdentifier(link.child)).inserted {
+          stack.append(link.child)
+        }
+      }
+    }
+    for node in subgraph where !live.contains(ObjectIdentifier(node)) {
+      purge(node)
+    }
+  }
+
+  // MARK: Memory
+
+  /// Holds `node` with a manual retain: handles hold nodes unowned, so a node that no table
+  /// holds (a batch list, a removed entity still observed) is kept alive by the map while
+  /// anything outside holds it. NB: this spares an atomic retain and release of the node on
+  /// every `find`.
+  @usableFromInline
+  func adopt(_ node: _AnyNode) {
+    guard !node.s.flags.contains(.adopted) else { return }
+    node.s.flags.insert(.adopted)
+    _ = Unmanaged.passUnretained(node).retain()
+  }
+
+  /// Gives back the manual retain of `adopt(_:)`, if any. The node itself is released only after
+  /// the lock, with the outbox.
+  func disown(_ node: _AnyNode) {
+    guard node.s.flags.contains(.adopted) else { return }
+    node.s.flags.remove(.adopted)
+    outbox.graveyard.append(node)
+    Unmanaged.passUnretained(node).release()
+  }
+
+  /// Takes `node` out of its table, keeping it alive if something outside still holds it.
+  func unregisterKeepingHolders(_ node: _AnyNode) {
+    node.unregister(from: self)
+    if node.s.externalHolds > 0 { adopt(node) }
+  }
+}

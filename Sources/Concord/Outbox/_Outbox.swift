@@ -1,0 +1,171 @@
+// The outbox: the change log, and what the write leaves to do once the lock is released.
+//
+// Every committed change of a node passes through one place, `publish(_:_:stamp:written:)`,
+// whether or not anyone observes it: the commit walks the journal (see `_Journal.swift`) and
+// publishes, for each node the write touched, what happened to it; the outermost write of a
+// lone entity publishes its change directly, which is what the commit would find. Releases
+// (`logReleased`) come after, when lifetimes settle. Consumers read the change log here and only
+// here: observation queues deliveries, the logger queues events.
+
+/// What happened to a node in one committed write.
+@usableFromInline
+enum _ChangeKind: UInt8 {
+  /// Stored where nothing was: a new entity, an alias set from empty, a new batch list.
+  case inserted
+  /// A stored value changed.
+  case updated
+  /// Written, but `==` to what was stored: nobody is told.
+  case unchanged
+  /// Taken out of the map (an entity) or emptied (an alias).
+  case removed
+}
+
+/// What the current write will log and deliver once the lock is released.
+@usableFromInline
+struct _Outbox {
+  @usableFromInline let logger: (any IdentityMapLogger)?
+  /// Whether there is a logger. NB: a Bool, because testing the optional existential copies it.
+  @usableFromInline let isLogging: Bool
+  /// Log events, rendered after the lock is released. Empty without a logger.
+  @usableFromInline var events: [() -> IdentityMapEvent] = []
+  /// Objects to release only after the lock is released: dropped nodes, cancelled callbacks.
+  @usableFromInline var graveyard: [AnyObject] = []
+  /// Deliveries, the first one inline: most writes change one observed node.
+  @usableFromInline var deliveries = _Deliveries()
+  /// Subscriptions opened inside a write that asked for the current value: they get the value
+  /// at commit, so that nothing uncommitted is ever delivered.
+  @usableFromInline var initials: [(node: _AnyNode, subscriber: _AnySubscriber)] = []
+
+  @usableFromInline
+  init(logger: (any IdentityMapLogger)?) {
+    self.logger = logger
+    isLogging = logger != nil
+  }
+
+  /// Whether the write left nothing to log or deliver.
+  @inlinable
+  var isIdle: Bool {
+    events.isEmpty && graveyard.isEmpty && deliveries.isEmpty && initials.isEmpty
+  }
+
+  /// Hands over what must happen after the lock is released, and starts afresh.
+  ///
+  /// NB: only moves references: nothing is released here, under the lock.
+  @usableFromInline
+  mutating func takeOutcome() -> _Outcome {
+    defer {
+      events = []
+      graveyard = []
+      deliveries = _Deliveries()
+    }
+    return _Outcome(events: events, graveyard: graveyard, deliveries: deliveries)
+  }
+
+  /// Records a log event, rendered after the lock is released.
+  @inlinable
+  mutating func log(_ event: @escaping () -> IdentityMapEvent) {
+    if isLogging { events.append(event) }
+  }
+
+  /// Records that a write to `node` stamped `incoming` was refused.
+  @usableFromInline
+  mutating func logStale(_ node: _AnyNode, incoming: Stamp?) {
+    guard isLogging else { return }
+    let stored = node.s.stamp
+    let incoming = incoming ?? .nan
+    if let reference = node.makeReference() {
+      events.append {
+        .discardedStale(.entity(reference), storedStamp: stored, incomingStamp: incoming)
+      }
+    } else if let name = node.aliasName {
+      events.append { .discardedStale(.alias(name), storedStamp: stored, incomingStamp: incoming) }
+    }
+  }
+
+  /// Records that `node`, an entity nobody held, left the map.
+  @usableFromInline
+  mutating func logReleased(_ node: _AnyNode) {
+    guard isLogging, let reference = node.makeReference() else { return }
+    events.append { .released(reference) }
+  }
+}
+
+extension _MapCore {
+  /// The change log: publishes what the write did to `node` to every consumer.
+  ///
+  /// - Parameters:
+  ///   - stamp: The stamp of the write aimed at the node, for the log.
+  ///   - written: Whether a write was aimed at the node itself, rather than only reaching it
+  ///     through a nested entity.
+  @inlinable
+  func publish(_ node: _AnyNode, _ kind: _ChangeKind, stamp: Stamp?, written: Bool = true) {
+    if node.hasSubscribers {
+      if kind == .removed && !node.s.flags.contains(.alias) {
+        outbox.deliveries.append(_FinishDelivery(subscribers: node.extras.subscribers))
+      } else if kind != .unchanged, let delivery = node.makeDelivery(version: frame.nextVersion()) {
+        outbox.deliveries.append(delivery)
+      }
+    }
+    if outbox.isLogging { logChange(node, kind, stamp: stamp, written: written) }
+  }
+
+  /// The log's view of a change.
+  @usableFromInline
+  func logChange(_ node: _AnyNode, _ kind: _ChangeKind, stamp: Stamp?, written: Bool) {
+    if let reference = node.makeReference() {
+      if kind == .removed {
+        outbox.log { .removed(reference) }
+      } else if written {
+        outbox.log { .stored(reference, modifiedAt: stamp) }
+      }
+    } else if let name = node.aliasName {
+      if kind == .removed {
+        outbox.log { .aliasRemoved(name) }
+      } else if written {
+        outbox.log { .aliasSet(name) }
+      }
+    }
+  }
+
+  /// Publishes what the write did to each node it touched, by comparing the node's first
+  /// journal record with the node now. Then gives every subscription opened during the write
+  /// that asked for the current value the value committed.
+  func publishJournal() {
+    // Nodes whose subscribers get a value from the change log, so that a subscription opened
+    // during the write is not given the same value twice.
+    var told: Set<ObjectIdentifier> = []
+    for entry in journal.entries where entry.previous < 0 {
+      let node = entry.node
+      let kind: _ChangeKind
+      if node.isPresent {
+        if !entry.wasPresent {
+          kind = .inserted
+        } else if entry.saved < 0 || node.differs(fromSaved: entry.saved, self) {
+          // NB: a value not saved (see `touch(_:)`) counts as changed.
+          kind = .updated
+        } else {
+          kind = .unchanged
+        }
+      } else if entry.wasPresent {
+        kind = .removed
+      } else {
+        // Created and taken out again within the write: nothing committed, but streams opened
+        // on it meanwhile end.
+        if node.hasSubscribers && node.s.flags.contains(.removed) {
+          outbox.deliveries.append(_FinishDelivery(subscribers: node.extras.subscribers))
+        }
+        continue
+      }
+      publish(node, kind, stamp: entry.writtenStamp, written: entry.written)
+      if !outbox.initials.isEmpty && kind != .unchanged { told.insert(ObjectIdentifier(node)) }
+    }
+    for (node, subscriber) in outbox.initials where !told.contains(ObjectIdentifier(node)) {
+      if node.s.flags.contains(.removed) && !node.s.flags.contains(.alias) {
+        outbox.deliveries.append(_FinishDelivery(subscribers: [subscriber]))
+      } else {
+        outbox.deliveries.append(node.makeDelivery(to: subscriber, version: frame.nextVersion()))
+      }
+    }
+    outbox.initials.removeAll()
+  }
+}

@@ -1,0 +1,119 @@
+/// The slot of an alias: `Wrapped` is the entity type, or an array of it. `nil` while unset.
+@usableFromInline
+final class _AliasNode<Wrapped: Sendable>: _Node<Wrapped?> {
+  @usableFromInline let id: _AliasID
+  let aliasSchema: _Schema<Wrapped?>
+  let stashed = _Stash<Wrapped?>()
+
+  init(id: _AliasID, schema: _Schema<Wrapped?>) {
+    self.id = id
+    self.aliasSchema = schema
+    super.init(value: nil, flags: [.registered, .alias])
+  }
+
+  @usableFromInline
+  override func schema(_: _MapCore) -> _Schema<Wrapped?> { aliasSchema }
+
+  @usableFromInline
+  override func stash(_: _MapCore) -> _Stash<Wrapped?> { stashed }
+
+  @usableFromInline
+  override var holdsAliasValue: Bool { value != nil }
+
+  override var aliasName: String? { id.name }
+
+  override func clearAliasValue() { value = nil }
+
+  override func unregister(from core: _MapCore) {
+    if core.registry.aliases[id] === self {
+      core.registry.aliases[id] = nil
+    }
+    s.flags.remove(.registered)
+  }
+
+  override func reregister(in core: _MapCore) {
+    core.registry.aliases[id] = self
+    s.flags.insert(.registered)
+    s.flags.remove(.removed)
+  }
+}
+
+extension _MapCore {
+  /// The slot of the alias `id`, holding a `Wrapped?`, created empty if there is none.
+  ///
+  /// The caller must hold the slot (with a handle) or write to it: an empty slot nobody holds
+  /// is purged when the write ends.
+  func aliasNode<Wrapped: Sendable>(
+    _ id: _AliasID, schema: @autoclosure () -> _Schema<Wrapped?>
+  ) -> _AliasNode<Wrapped> {
+    if let existing = registry.aliases[id] {
+      // NB: the id includes the value type, so the slot has this type.
+      return unsafeDowncast(existing, to: _AliasNode<Wrapped>.self)
+    }
+    let node = _AliasNode<Wrapped>(id: id, schema: schema())
+    registry.aliases[id] = node
+    return node
+  }
+
+  /// Writes `value` into the alias `id`.
+  func setAlias<Wrapped: Sendable>(
+    _ id: _AliasID, to value: Wrapped, schema: _Schema<Wrapped?>, stamp: Stamp?
+  ) -> _AliasNode<Wrapped> {
+    let node = aliasNode(id, schema: schema)
+    noteHoldDropped(node)
+    writeTree(into: node, payload: value, stamp: stamp)
+    return node
+  }
+
+  /// Read-modify-write of the value of the alias `id`. Returns `false` if it is not set.
+  func updateAlias<Wrapped: Sendable>(
+    _ id: _AliasID, stamp: Stamp?, _ body: (inout Wrapped) -> Void
+  ) -> Bool {
+    guard let existing = registry.aliases[id] else { return false }
+    let node = unsafeDowncast(existing, to: _AliasNode<Wrapped>.self)
+    guard var value = node.value else { return false }
+    guard node.admits(stamp) else {
+      outbox.logStale(node, incoming: stamp)
+      return true
+    }
+    runUserCode { body(&value) }
+    // NB: the body may have removed the alias through a nested write.
+    guard registry.aliases[id] === node, node.value != nil else { return false }
+    writeTree(into: node, payload: value, stamp: stamp)
+    return true
+  }
+
+  /// Empties the alias `id`, releasing what it held, and forgets its stamp.
+  func removeAlias(_ id: _AliasID) {
+    guard let node = registry.aliases[id], node.holdsAliasValue else { return }
+    emptyAlias(node)
+  }
+
+  /// Empties an alias node: value `nil`, no links, no stamp.
+  func emptyAlias(_ node: _AnyNode) {
+    touch(node)
+    node.clearAliasValue()
+    relink(node, to: [])
+    settleAlias(node)
+  }
+
+  /// Brings an alias node's anchor and stamp in line with its value after a write: a set alias
+  /// holds itself, and an empty one has no stamp (whether or not anything observes it).
+  func settleAlias(_ node: _AnyNode) {
+    if !node.holdsAliasValue { node.s.stamp = .nan }
+    let anchored = node.s.flags.contains(.anchored)
+    guard node.holdsAliasValue != anchored else { return }
+    setAnchor(node, !anchored)
+  }
+
+  /// Anchors or unanchors an alias node.
+  func setAnchor(_ node: _AnyNode, _ anchored: Bool) {
+    if anchored {
+      node.s.flags.insert(.anchored)
+      node.s.externalHolds += 1
+    } else {
+      node.s.flags.remove(.anchored)
+      dropExternalHold(on: node)
+    }
+  }
+}

@@ -1,0 +1,435 @@
+/// Flags that outlive a write.
+@usableFromInline
+struct _NodeFlags: OptionSet, Sendable {
+  @usableFromInline let rawValue: UInt8
+
+  @inlinable init(rawValue: UInt8) { self.rawValue = rawValue }
+
+  /// The node is the entry of its table (an entity) or of the alias table (an alias).
+  @usableFromInline static let registered = _NodeFlags(rawValue: 1 << 0)
+  /// The node was taken out of the map by `remove`, `removeAll` or a rolled-back transaction.
+  @usableFromInline static let removed = _NodeFlags(rawValue: 1 << 1)
+  /// An alias that is set: it holds itself, like a handle would.
+  @usableFromInline static let anchored = _NodeFlags(rawValue: 1 << 2)
+  /// The node is queued as a release candidate.
+  @usableFromInline static let candidate = _NodeFlags(rawValue: 1 << 3)
+  /// No table holds the node, so the map holds it with a manual retain while anything outside
+  /// does; see `_MapCore.adopt(_:)`.
+  @usableFromInline static let adopted = _NodeFlags(rawValue: 1 << 4)
+  /// The node left the map for good: nothing may link to it any more.
+  @usableFromInline static let purged = _NodeFlags(rawValue: 1 << 5)
+  /// The node is an alias slot.
+  @usableFromInline static let alias = _NodeFlags(rawValue: 1 << 6)
+  /// The node is the list behind a batch handle.
+  @usableFromInline static let list = _NodeFlags(rawValue: 1 << 7)
+}
+
+/// Flags that only mean something during one pass of the graph (one claims-apply-settle run,
+/// or one removal). Every node that gets one is listed in the pass's `marked` buffer, and the
+/// pass clears them all when it ends, so outside a pass they are always empty.
+@usableFromInline
+struct _PassBits: OptionSet, Sendable {
+  @usableFromInline let rawValue: UInt8
+
+  @inlinable init(rawValue: UInt8) { self.rawValue = rawValue }
+
+  /// Claimed by this pass's claims walk: `claimIndex` names its winning claim.
+  @usableFromInline static let offered = _PassBits(rawValue: 1 << 0)
+  /// An accepted claim's payload became the node's value.
+  @usableFromInline static let claimed = _PassBits(rawValue: 1 << 1)
+  /// A child wrote a new value into it, or it lost children.
+  @usableFromInline static let patched = _PassBits(rawValue: 1 << 2)
+  /// Reached by the walk that orders the nodes to settle.
+  @usableFromInline static let visited = _PassBits(rawValue: 1 << 3)
+  /// Its final value for this pass is computed.
+  @usableFromInline static let settled = _PassBits(rawValue: 1 << 4)
+  /// On the path of the value being materialized; see `_Materialize.swift`.
+  @usableFromInline static let onPath = _PassBits(rawValue: 1 << 5)
+  /// Taken out by the removal being computed.
+  @usableFromInline static let removing = _PassBits(rawValue: 1 << 6)
+}
+
+/// Everything a node knows besides its value, in one stored property.
+///
+/// NB: one struct, so that the class needs one `@exclusivity(unchecked)` annotation, not one per
+/// field. The hold counts come first, next to the object header, so that a find on a cold node
+/// touches one cache line.
+@usableFromInline
+struct _NodeState {
+  /// Holds from outside the graph: each handle, each subscription, the alias anchor.
+  @usableFromInline var externalHolds: Int32 = 0
+  /// Holds from live parents: one per incoming link.
+  @usableFromInline var internalHolds: Int32 = 0
+  @usableFromInline var flags: _NodeFlags
+  /// Flags of the pass running now; empty outside a pass.
+  @usableFromInline var bits: _PassBits = []
+  /// While `bits` has `.offered`: the index of the node's winning claim in the pass.
+  @usableFromInline var claimIndex: Int32 = 0
+  /// The index of the node's newest entry in the write's journal, if that entry is this node's.
+  @usableFromInline var journalIndex: Int32 = -1
+  /// The newest stamp applied, or NaN when none was.
+  @usableFromInline var stamp: Stamp = .nan
+  /// Links, subscribers and the rest, for the nodes that have any.
+  @usableFromInline var extras: _NodeExtras?
+
+  @inlinable
+  init(flags: _NodeFlags) {
+    self.flags = flags
+  }
+}
+
+/// A link from a parent to one occurrence of a child entity inside the parent's value.
+@usableFromInline
+struct _ChildLink {
+  /// The child node. NB: strong: a live parent keeps its children in memory.
+  @usableFromInline let child: _AnyNode
+  /// Which of the parent schema's accessors holds the child.
+  @usableFromInline let accessor: Int32
+  /// Where the child sits: 0 for a single entity, the offset in a collection otherwise.
+  @usableFromInline let position: Int32
+  /// The index of the matching `_ParentRef` in `child.extras.parents`.
+  @usableFromInline var backIndex: Int32
+
+  @inlinable
+  init(child: _AnyNode, accessor: Int32, position: Int32, backIndex: Int32 = 0) {
+    self.child = child
+    self.accessor = accessor
+    self.position = position
+    self.backIndex = backIndex
+  }
+
+  /// Whether both links name the same occurrence of the same child.
+  @inlinable
+  func sameOccurrence(as other: _ChildLink) -> Bool {
+    child === other.child && accessor == other.accessor && position == other.position
+  }
+}
+
+/// The way back from a child to one link of a parent.
+@usableFromInline
+struct _ParentRef {
+  /// NB: unowned(unsafe): a parent unlinks its children before it is dropped, so a child never
+  /// sees a dangling parent. `_checkInvariants` verifies that every back-reference matches.
+  @usableFromInline unowned(unsafe) let parent: _AnyNode
+  /// The index of the matching `_ChildLink` in `parent.extras.children`.
+  @usableFromInline var slot: Int32
+}
+
+/// The parts of a node that most entities never need, allocated on first use.
+///
+/// - `children`: links to the entities this node's value holds, in the order of its nested
+///   entities.
+/// - `parents`: links from the aggregates, batch handles and aliases that hold this node.
+/// - `subscribers`: callbacks and streams observing this node; each is a `_Subscriber<Value>`.
+/// - `cycle`: nonzero when the node lies on a cycle by identity: the number of the strongly
+///   connected part of the graph it belongs to. See `_Materialize.swift`.
+@usableFromInline
+final class _NodeExtras {
+  // NB: see `_AnyNode.s` on exclusivity checks.
+  #if DEBUG
+    @usableFromInline var children: [_ChildLink] = []
+    @usableFromInline var parents: [_ParentRef] = []
+    @usableFromInline var subscribers: [_AnySubscriber] = []
+    @usableFromInline var cycle: Int = 0
+  #else
+    @exclusivity(unchecked) @usableFromInline var children: [_ChildLink] = []
+    @exclusivity(unchecked) @usableFromInline var parents: [_ParentRef] = []
+    @exclusivity(unchecked) @usableFromInline var subscribers: [_AnySubscriber] = []
+    @exclusivity(unchecked) @usableFromInline var cycle: Int = 0
+  #endif
+
+  @usableFromInline init() {}
+}
+
+/// A slot of the map: one entity, one alias, or the list behind a batch handle.
+///
+/// Every field is guarded by the owning map's lock. The typed part lives in `_Node<Value>`; this
+/// base holds what the graph and lifetime algorithms need without knowing the type.
+@usableFromInline
+class _AnyNode {
+  // NB: exclusivity checks are off in release builds only. The map's lock already makes every
+  // access exclusive between threads, and the dynamic checks cost about half of a propagation
+  // once the state is `@usableFromInline`; debug builds, where the tests run, keep them.
+  #if DEBUG
+    @usableFromInline final var s: _NodeState
+  #else
+    @exclusivity(unchecked) @usableFromInline final var s: _NodeState
+  #endif
+
+  @usableFromInline
+  init(flags: _NodeFlags) {
+    s = _NodeState(flags: flags)
+  }
+
+  /// The extras, created on first use.
+  @inlinable
+  final var extras: _NodeExtras {
+    if let extras = s.extras { return extras }
+    let made = _NodeExtras()
+    s.extras = made
+    return made
+  }
+
+  /// The links to children; empty when there are none.
+  @inlinable
+  final var children: [_ChildLink] { s.extras?.children ?? [] }
+
+  /// Whether the node has links to children.
+  @inlinable
+  final var hasChildren: Bool { !(s.extras?.children.isEmpty ?? true) }
+
+  /// Whether the node has parents to propagate to.
+  @inlinable
+  final var hasParents: Bool { !(s.extras?.parents.isEmpty ?? true) }
+
+  /// Whether someone observes this node.
+  @inlinable
+  final var hasSubscribers: Bool { !(s.extras?.subscribers.isEmpty ?? true) }
+
+  /// The node's cycle number; 0 when it is on no cycle by identity.
+  @inlinable
+  final var cycle: Int { s.extras?.cycle ?? 0 }
+
+  /// Whether the node counts as stored: a registered entity, a set alias, a batch list.
+  @inlinable
+  final var isPresent: Bool {
+    let flags = s.flags
+    if flags.contains(.registered) { return !flags.contains(.alias) || holdsAliasValue }
+    return flags.contains(.list) && !flags.contains(.removed)
+  }
+
+  // MARK: Typed operations, implemented by `_Node<Value>` and its subclasses
+
+  /// Whether the alias slot this node is holds a value. Only meaningful for alias nodes.
+  @usableFromInline
+  var holdsAliasValue: Bool { false }
+
+  /// Writes the current value of the child at `slot` into this node's value.
+  @usableFromInline
+  func patch(slot _: Int, _: _MapCore) { fatalError("abstract") }
+
+  /// Rebuilds this node's value from the current values of its children, cutting cycles; see
+  /// `_Materialize.swift`.
+  @usableFromInline
+  func materialize(_: _MapCore) { fatalError("abstract") }
+
+  /// Whether this node's value cannot exist without the child at `slot`.
+  @usableFromInline
+  func requiresChild(atSlot _: Int, _: _MapCore) -> Bool { fatalError("abstract") }
+
+  /// Removes the children at `slots` from this node's value, and returns the links that remain
+  /// with their new positions.
+  @usableFromInline
+  func dropChildren(atSlots _: [Int], _: _MapCore) -> [_ChildLink] { fatalError("abstract") }
+
+  /// Claims the nested entities of the payload of claim `index`, one depth further.
+  @usableFromInline
+  func expand(claim _: Int, _: _MapCore) { fatalError("abstract") }
+
+  /// Makes the payload of claim `index` the node's value.
+  @usableFromInline
+  func apply(claim _: Int, _: _MapCore) { fatalError("abstract") }
+
+  /// Keeps a copy of the value in the write's stash and returns where, for the journal.
+  @usableFromInline
+  func saveValue(_: _MapCore) -> Int32 { fatalError("abstract") }
+
+  /// Puts back the value saved at `index`.
+  @usableFromInline
+  func restoreValue(_: Int32, _: _MapCore) { fatalError("abstract") }
+
+  /// Whether the value differs from the one saved at `index`: always, unless the value type is
+  /// `Equatable` and the two are `==`.
+  @usableFromInline
+  func differs(fromSaved _: Int32, _: _MapCore) -> Bool { fatalError("abstract") }
+
+  /// Takes the node out of its table or of the alias table.
+  @usableFromInline
+  func unregister(from _: _MapCore) { fatalError("abstract") }
+
+  /// Puts a removed node back into its table; used by rollback.
+  @usableFromInline
+  func reregister(in _: _MapCore) { fatalError("abstract") }
+
+  /// A snapshot of the value for the subscribers, to deliver after the lock is released.
+  @usableFromInline
+  func makeDelivery(version _: UInt64) -> _Delivery? { fatalError("abstract") }
+
+  /// A snapshot of the value for one subscriber, to deliver after the lock is released.
+  @usableFromInline
+  func makeDelivery(to _: _AnySubscriber, version _: UInt64) -> _Delivery {
+    fatalError("abstract")
+  }
+
+  /// Names the entity in log events. `nil` for aliases and batch lists.
+  @usableFromInline
+  func makeReference() -> EntityReference? { nil }
+
+  /// The alias this node is the slot of, if it is one.
+  var aliasName: String? { nil }
+
+  /// Empties the alias slot this node is. Only called on alias nodes.
+  @usableFromInline
+  func clearAliasValue() { fatalError("abstract") }
+
+  /// Whether a write stamped `incoming` may replace the value; see ``Stamp``.
+  @inlinable
+  final func admits(_ incoming: Stamp?) -> Bool { s.stamp._admits(incoming) }
+
+  /// Whether every child slot holds its child's stored value; for `_checkInvariants`.
+  @usableFromInline
+  func slotsMatchChildren(_: _MapCore) -> Bool { fatalError("abstract") }
+}
+
+/// A slot holding a value of type `Value`: the base of entity, alias and batch list nodes.
+@usableFromInline
+class _Node<Value: Sendable>: _AnyNode {
+  #if DEBUG
+    @usableFromInline final var value: Value
+  #else
+    @exclusivity(unchecked) @usableFromInline final var value: Value
+  #endif
+
+  @usableFromInline
+  init(value: Value, flags: _NodeFlags) {
+    self.value = value
+    super.init(flags: flags)
+  }
+
+  /// The value of `node`, which must be a `_Node<Value>`.
+  @inlinable
+  static func _value(of node: _AnyNode) -> Value {
+    unsafeDowncast(node, to: _Node<Value>.self).value
+  }
+
+  /// What the map knows about `Value`: its nested entities and its equality.
+  @usableFromInline
+  func schema(_: _MapCore) -> _Schema<Value> { fatalError("abstract") }
+
+  /// The write's stash of values of this node's type.
+  @usableFromInline
+  func stash(_: _MapCore) -> _Stash<Value> { fatalError("abstract") }
+
+  @usableFromInline
+  final override func patch(slot: Int, _ core: _MapCore) {
+    let link = s.extras.unsafelyUnwrapped.children[slot]
+    let accessor = schema(core).accessor(link.accessor)
+    guard link.child !== self else {
+      // NB: a value holding its own entity (a member among its friends) reads itself while
+      // being written: write into a copy.
+      var copy = value
+      accessor.write(link.child, Int(link.position), &copy)
+      value = copy
+      return
+    }
+    accessor.write(link.child, Int(link.position), &value)
+  }
+
+  @usableFromInline
+  final override func materialize(_ core: _MapCore) {
+    value = _materialized(core)
+  }
+
+  @usableFromInline
+  final override func requiresChild(atSlot slot: Int, _ core: _MapCore) -> Bool {
+    let link = s.extras.unsafelyUnwrapped.children[slot]
+    return schema(core).accessor(link.accessor).remove == nil
+  }
+
+  @usableFromInline
+  final override func dropChildren(atSlots slots: [Int], _ core: _MapCore) -> [_ChildLink] {
+    let schema = schema(core)
+    let links = children
+    let droppedSlots = Set(slots)
+    // The dropped positions of each accessor, applied once per accessor, ascending.
+    var dropped: [Int32: [Int]] = [:]
+    for slot in droppedSlots {
+      dropped[links[slot].accessor, default: []].append(Int(links[slot].position))
+    }
+    var copy = value
+    for (accessor, positions) in dropped {
+      schema.accessor(accessor).remove.unsafelyUnwrapped(positions.sorted(), &copy)
+    }
+    value = copy
+    for key in dropped.keys { dropped[key]!.sort() }
+    // The other links keep their order; their positions shift down past the dropped ones.
+    return links.indices.compactMap { slot in
+      let link = links[slot]
+      guard !droppedSlots.contains(slot) else { return nil }
+      let shift = dropped[link.accessor]?._countLess(than: Int(link.position)) ?? 0
+      return _ChildLink(
+        child: link.child, accessor: link.accessor, position: link.position - Int32(shift))
+    }
+  }
+
+  @usableFromInline
+  final override func expand(claim index: Int, _ core: _MapCore) {
+    let payload = stash(core).values[Int(core.scratch.claims[index].payload)]
+    let schema = schema(core)
+    for accessorIndex in schema.erasedAccessors.indices {
+      core.scratch.accessor = Int32(accessorIndex)
+      schema.accessor(Int32(accessorIndex)).forEachChild(payload, core)
+    }
+  }
+
+  @usableFromInline
+  final override func apply(claim index: Int, _ core: _MapCore) {
+    value = stash(core).values[Int(core.scratch.claims[index].payload)]
+  }
+
+  @usableFromInline
+  final override func saveValue(_ core: _MapCore) -> Int32 {
+    stash(core).append(value, core)
+  }
+
+  @usableFromInline
+  final override func restoreValue(_ index: Int32, _ core: _MapCore) {
+    value = stash(core).values[Int(index)]
+  }
+
+  @usableFromInline
+  final override func differs(fromSaved index: Int32, _ core: _MapCore) -> Bool {
+    schema(core).differ(stash(core).values[Int(index)], value)
+  }
+
+  @usableFromInline
+  final override func makeDelivery(version: UInt64) -> _Delivery? {
+    guard let subscribers = s.extras?.subscribers, !subscribers.isEmpty else { return nil }
+    return _ValueDelivery(value: value, version: version, subscribers: subscribers)
+  }
+
+  @usableFromInline
+  final override func makeDelivery(to subscriber: _AnySubscriber, version: UInt64) -> _Delivery {
+    _ValueDelivery(value: value, version: version, subscribers: [subscriber])
+  }
+
+  @usableFromInline
+  final override func slotsMatchChildren(_ core: _MapCore) -> Bool {
+    let schema = schema(core)
+    guard let equality = schema.equality else { return true }
+    if cycle != 0 { return equality.equal(value, _materialized(core)) }
+    var copy = value
+    for link in children {
+      schema.accessor(link.accessor).write(link.child, Int(link.position), &copy)
+    }
+    return equality.equal(value, copy)
+  }
+
+  @usableFromInline
+  override func unregister(from _: _MapCore) {}
+  @usableFromInline
+  override func reregister(in _: _MapCore) {}
+}
+
+extension Array where Element == Int {
+  /// How many elements of this ascending array are less than `value`.
+  func _countLess(than value: Int) -> Int {
+    var low = 0
+    var high = count
+    while low < high {
+      let middle = (low + high) / 2
+      if self[middle] < value { low = middle + 1 } else { high = middle }
+    }
+    return low
+  }
+}

@@ -1,0 +1,59 @@
+/// Where the map finds its nodes: one table per entity type, and the alias slots.
+@usableFromInline
+struct _Registry {
+  /// One table per entity type.
+  @usableFromInline var tables: [ObjectIdentifier: _AnyTable] = [:]
+  /// The last table looked up, by type: most calls in a row are about one type.
+  /// NB: unmanaged: tables live as long as the map, and the hot path then borrows the table
+  /// without a retain and release.
+  @usableFromInline var lastKey: ObjectIdentifier?
+  @usableFromInline var lastTable: Unmanaged<_AnyTable>?
+  /// The alias slots.
+  @usableFromInline var aliases: [_AliasID: _AnyNode] = [:]
+  /// Registered entity nodes, all types together.
+  @usableFromInline var liveCount = 0
+
+  @usableFromInline init() {}
+
+  /// The table of entity type `T`, created on first use, unretained.
+  @inlinable
+  mutating func cachedTable<T: Identifiable & Sendable>(for _: T.Type) -> Unmanaged<_AnyTable> {
+    let key = ObjectIdentifier(T.self)
+    if lastKey != key { cacheTable(for: T.self, key: key) }
+    return lastTable.unsafelyUnwrapped
+  }
+
+  /// The table of entity type `T`, created on first use.
+  @inlinable
+  mutating func table<T: Identifiable & Sendable>(for _: T.Type) -> _Table<T> {
+    unsafeDowncast(cachedTable(for: T.self).takeUnretainedValue(), to: _Table<T>.self)
+  }
+
+  @usableFromInline @inline(never)
+  mutating func cacheTable<T: Identifiable & Sendable>(for _: T.Type, key: ObjectIdentifier) {
+    let table: _AnyTable
+    if let existing = tables[key] {
+      table = existing
+    } else {
+      table = _Table<T>()
+      tables[key] = table
+    }
+    lastKey = key
+    lastTable = Unmanaged.passUnretained(table)
+  }
+
+  /// Calls `body` with every registered entity node.
+  func forEachEntityNode(_ body: (_AnyNode) -> Void) {
+    for table in tables.values { table.forEachNode(body) }
+  }
+}
+
+extension _MapCore {
+  /// Calls `body` with the table of entity type `T`, borrowed without reference counting.
+  @inlinable
+  func withTable<T: Identifiable & Sendable, R>(_: T.Type, _ body: (_Table<T>) -> R) -> R {
+    registry.cachedTable(for: T.self)._withUnsafeGuaranteedRef {
+      body(unsafeDowncast($0, to: _Table<T>.self))
+    }
+  }
+}

@@ -1,0 +1,188 @@
+/// The nodes of one entity type, keyed by id.
+@usableFromInline
+class _AnyTable {
+  @usableFromInline init() {}
+
+  /// Calls `body` with every node of the table.
+  func forEachNode(_: (_AnyNode) -> Void) { fatalError("abstract") }
+
+  /// How many nodes the table holds.
+  var count: Int { fatalError("abstract") }
+}
+
+/// The nodes of entity type `T`.
+///
+/// NB: typed, so that the hot path hashes `T.ID` itself, never an `AnyHashable` or a string.
+@usableFromInline
+final class _Table<T: Identifiable & Sendable>: _AnyTable {
+  /// The table holds each node with a manual retain. NB: unmanaged, so that the hot path
+  /// borrows a node (`withNode`) without a retain and a release.
+  #if DEBUG
+    @usableFromInline var slots: [T.ID: Unmanaged<_EntityNode<T>>] = [:]
+  #else
+    @exclusivity(unchecked) @usableFromInline var slots: [T.ID: Unmanaged<_EntityNode<T>>] = [:]
+  #endif
+  @usableFromInline let schema = _Schema<T>.entity
+  /// Values of type `T` the current write needs: claims' payloads and the journal's saved values.
+  @usableFromInline let stash = _Stash<T>()
+
+  @usableFromInline override init() {}
+
+  deinit {
+    for slot in slots.values { slot.release() }
+  }
+
+  /// Whether the table holds no node.
+  var isEmpty: Bool { slots.isEmpty }
+
+  override var count: Int { slots.count }
+
+  /// Calls `body` with the node of `id`, borrowed; `nil` if there is none.
+  @inlinable
+  func withNode<R>(_ id: T.ID, _ body: (_EntityNode<T>) -> R) -> R? {
+    guard let slot = slots[id] else { return nil }
+    return slot._withUnsafeGuaranteedRef(body)
+  }
+
+  /// The node of `id`, for paths where a borrow is awkward.
+  @inlinable
+  func node(_ id: T.ID) -> _EntityNode<T>? {
+    slots[id]?.takeUnretainedValue()
+  }
+
+  /// Calls `body` with the node of `value`'s id, borrowed, and whether it was just created:
+  /// if there is none, registers a new one holding `value`, with a single hash lookup.
+  @inlinable
+  func withNode<R>(for value: T, _ body: (_EntityNode<T>, _ created: Bool) -> R) -> R {
+    var created = false
+    let slot = slots._getOrInsert(value.id) {
+      created = true
+      return .passRetained(_EntityNode(value: value, table: self))
+    }
+    return slot._withUnsafeGuaranteedRef { body($0, created) }
+  }
+
+  /// Takes `node` out if it is its id's entry; the table's retain moves to `graveyard`, so that
+  /// the node is released after the lock. Returns whether it was there.
+  func remove(_ node: _EntityNode<T>, into graveyard: inout [AnyObject]) -> Bool {
+    guard let index = slots.index(forKey: node.value.id),
+      slots.values[index].takeUnretainedValue() === node
+    else { return false }
+    graveyard.append(node)
+    slots.remove(at: index).value.release()
+    return true
+  }
+
+  /// Makes `node` its id's entry again, and returns the node it replaced, if any.
+  func insert(_ node: _EntityNode<T>) -> _EntityNode<T>? {
+    slots.updateValue(.passRetained(node), forKey: node.value.id).map { $0.takeRetainedValue() }
+  }
+
+  override func forEachNode(_ body: (_AnyNode) -> Void) {
+    for slot in slots.values { body(slot.takeUnretainedValue()) }
+  }
+}
+
+/// The node of one entity.
+@usableFromInline
+final class _EntityNode<T: Identifiable & Sendable>: _Node<T> {
+  /// The table of the node's type, in the node's map.
+  /// NB: unowned(unsafe): a map's tables live as long as the map, and the map outlives every
+  /// node its graph can reach. Typed, so that the engine's type-erased code reaches the type's
+  /// schema and stash without looking up generic metadata.
+  @usableFromInline unowned(unsafe) let table: _Table<T>
+
+  @usableFromInline
+  init(value: T, table: _Table<T>) {
+    self.table = table
+    super.init(value: value, flags: .registered)
+  }
+
+  @usableFromInline
+  override func schema(_: _MapCore) -> _Schema<T> { table.schema }
+
+  @usableFromInline
+  override func stash(_: _MapCore) -> _Stash<T> { table.stash }
+
+  override func unregister(from core: _MapCore) {
+    guard table.remove(self, into: &core.outbox.graveyard) else { return }
+    s.flags.remove(.registered)
+    core.registry.liveCount -= 1
+  }
+
+  override func reregister(in core: _MapCore) {
+    let previous = table.insert(self)
+    // NB: rollback restores in reverse order, so the slot is empty by then: whatever took it
+    // after this node left was created later, and was taken out first.
+    precondition(previous == nil, "Concord: rollback found the slot of \(T.self) \(value.id) taken")
+    core.registry.liveCount += 1
+    s.flags.insert(.registered)
+    s.flags.remove(.removed)
+  }
+
+  override func makeReference() -> EntityReference? {
+    EntityReference(T.self, id: value.id)
+  }
+}
+
+/// The list behind a batch handle: the entities of one `store([T])`, in order.
+@usableFromInline
+final class _ListNode<T: Identifiable & Sendable>: _Node<[T]> {
+  @usableFromInline let stashed = _Stash<[T]>()
+
+  @usableFromInline
+  init(value: [T]) {
+    super.init(value: value, flags: .list)
+  }
+
+  @usableFromInline
+  override func schema(_: _MapCore) -> _Schema<[T]> { .list(of: T.self) }
+
+  @usableFromInline
+  override func stash(_: _MapCore) -> _Stash<[T]> { stashed }
+}
+
+/// A stash, whatever the type of its values.
+@usableFromInline
+class _AnyStash {
+  @usableFromInline init() {}
+
+  /// Forgets every value, keeping the buffer for the next write.
+  func clear() { fatalError("abstract") }
+}
+
+/// Values of one type that the current write keeps aside: the payloads of its claims, and the
+/// values its journal saved. Emptied when the outermost write ends.
+@usableFromInline
+final class _Stash<Value>: _AnyStash {
+  // NB: see `_AnyNode.s` on exclusivity checks.
+  #if DEBUG
+    @usableFromInline var values: [Value] = []
+  #else
+    @exclusivity(unchecked) @usableFromInline var values: [Value] = []
+  #endif
+
+  @usableFromInline override init() {}
+
+  /// Keeps `value` and returns its index. The first value of a write enlists the stash, so
+  /// that the write empties it when it ends.
+  @inlinable
+  func append(_ value: Value, _ core: _MapCore) -> Int32 {
+    if values.isEmpty { core.journal.stashes.append(self) }
+    values.append(value)
+    return Int32(values.count - 1)
+  }
+
+  override func clear() {
+    values.removeAll(keepingCapacity: true)
+  }
+}
+
+extension Dictionary {
+  /// The value for `key`, inserting `make()` if there is none, with a single hash lookup.
+  @inlinable
+  mutating func _getOrInsert(_ key: Key, _ make: () -> Value) -> Value {
+    func project(_ value: inout Value) -> Value { value }
+    return project(&self[key, default: make()])
+  }
+}
