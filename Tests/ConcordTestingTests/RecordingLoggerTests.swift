@@ -13,7 +13,7 @@ struct RecordingLoggerTests {
     #expect(logger.staleWrites.count == 1)
     #expect(logger.staleWrites.first?.stored == 5)
     #expect(logger.staleWrites.first?.incoming == 4)
-    _ = author
+    withExtendedLifetime(author) {}
   }
 
   @Test func filtersEventsAboutOneEntity() {
@@ -30,7 +30,7 @@ struct RecordingLoggerTests {
         .released(EntityReference(Author.self, id: 1)),
       ])
     #expect(logger.events(about: Author.self, id: 2).count == 3)
-    _ = other
+    withExtendedLifetime(other) {}
   }
 
   @Test func clearForgetsEverything() {

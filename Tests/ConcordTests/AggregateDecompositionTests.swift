@@ -18,7 +18,7 @@ struct AggregateDecompositionTests {
     #expect(map.find(Book.self, id: "p")?.value == pinned)
     #expect(map.find(Book.self, id: "m")?.value == inMedia)
     #expect(map.count == 7, "1 shelf, 4 books, 2 authors")
-    _ = shelf
+    withExtendedLifetime(shelf) {}
   }
 
   @Test func nestingIsRecursive() {
@@ -28,7 +28,7 @@ struct AggregateDecompositionTests {
     #expect(map.find(Shelf.self, id: 2) != nil)
     #expect(map.find(Book.self, id: "a")?.value.author == .ged)
     #expect(map.count == 6, "page, 2 shelves, 1 book, 2 authors")
-    _ = page
+    withExtendedLifetime(page) {}
   }
 
   @Test func theAggregateValueIsKeptAsStored() {

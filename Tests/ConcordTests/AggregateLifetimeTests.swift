@@ -9,7 +9,7 @@ struct AggregateLifetimeTests {
     let shelf = map.store(Shelf.make(1, books: [.make("a", by: .ged)]))
     #expect(map.find(Author.self, id: 2) != nil, "nobody else holds the author")
     #expect(map.find(Book.self, id: "a") != nil)
-    _ = shelf
+    withExtendedLifetime(shelf) {}
   }
 
   @Test func releasingTheParentReleasesChildrenNobodyElseHolds() {

@@ -54,7 +54,7 @@ struct ConcurrencyTests {
       }
     }
     #expect(map.count == alive)
-    _ = sharedSubscriptions
+    withExtendedLifetime((sharedSubscriptions, models)) {}
   }
 
   static func ownBase(_ task: Int) -> Int { 1_000 * (task + 1) }

@@ -32,7 +32,7 @@ struct CycleTests {
     #expect(writer.value.works.first?.title == "W2")
     #expect(writerCalls.value == 1)
     #expect(workCalls.value == 1)
-    _ = subscriptions
+    withExtendedLifetime(subscriptions) {}
   }
 
   @Test func aSelfReferencingTypeWorks() {
@@ -110,7 +110,7 @@ struct CycleTests {
     #expect(map.count == 2, "Ged is held, and holds Tenar")
     map.update(Member.self, id: 1) { $0.friends = [] }
     #expect(map.count == 1)
-    _ = ged
+    withExtendedLifetime(ged) {}
   }
 
   @Test func theOccurrenceClosestToTheRootWins() {

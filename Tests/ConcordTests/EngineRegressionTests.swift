@@ -67,7 +67,7 @@ struct EngineRegressionTests {
     map.update(Member.self, id: 2) { $0.name = "B" }
     #expect(a.value.friends[0].name == "B")
     #expect(calls.value == 2)
-    _ = subscriptions
+    withExtendedLifetime(subscriptions) {}
   }
 
   @Test func aRingOfFiftyStaysBoundedUnderNoOpWrites() {
@@ -130,7 +130,7 @@ struct EngineRegressionTests {
     map.store(User(id: 2, name: "Tenar"), named: .currentUser, modifiedAt: 5)
     #expect(map.find(named: AliasKey<User>.currentUser).value?.name == "Tenar")
     subscription?.cancel()
-    _ = handle
+    withExtendedLifetime(handle) {}
   }
 
   // MARK: 5. Writes that end where they started
@@ -148,7 +148,7 @@ struct EngineRegressionTests {
       transaction.update(Author.self, id: 1) { $0.name = "A" }
     }
     #expect(calls.value == 0)
-    _ = subscriptions
+    withExtendedLifetime(subscriptions) {}
   }
 
   @Test func anUpdateThatUndoesItsBodysNestedUpdateNotifiesNobody() {
@@ -225,7 +225,7 @@ struct EngineRegressionTests {
     #expect(escaped.value?.value.map(\.name) == ["A"], "the batch agrees with find")
     map.update(Author.self, id: 1) { $0.name = "A3" }
     #expect(escaped.value?.value.map(\.name) == ["A3"], "and keeps following what is left")
-    _ = kept
+    withExtendedLifetime(kept) {}
   }
 
   @Test func aChangeThenARemovalInOneTransactionNeverShowsTheIntermediateValue() {
@@ -270,7 +270,7 @@ struct EngineRegressionTests {
       meddlingWrites.withValue { $0 = true }
       let meddler = map.store(Meddler(id: 1, text: "a"))
       map.store(Meddler(id: 1, text: "b"))
-      _ = meddler
+      withExtendedLifetime(meddler) {}
     }
   }
 

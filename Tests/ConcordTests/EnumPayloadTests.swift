@@ -16,7 +16,7 @@ struct EnumPayloadTests {
     let map = IdentityMap()
     let shelf = map.store(Shelf.make(1, media: .none))
     #expect(map.count == 2)
-    _ = shelf
+    withExtendedLifetime(shelf) {}
   }
 
   @Test func switchingTheCaseRelinks() {

@@ -43,7 +43,7 @@ struct FreshnessTests {
       logger.events.contains(
         .discardedStale(
           .entity(EntityReference(Author.self, id: 2)), storedStamp: 10, incomingStamp: 5)))
-    _ = (author, book)
+    withExtendedLifetime((author, book)) {}
   }
 
   @Test func aTransactionOfAggregatesShowsTheFreshestChild() {

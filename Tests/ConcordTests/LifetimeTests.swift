@@ -54,7 +54,7 @@ struct LifetimeTests {
       }
       #expect(removed != nil && observed != nil && list != nil)
       subscription.cancel()
-      _ = (handle, batch)
+      withExtendedLifetime((handle, batch)) {}
     }
     #expect(removed == nil)
     #expect(
@@ -79,7 +79,7 @@ struct LifetimeTests {
     #expect(first._handle.node.s.externalHolds == 1, "copies of a handle share its hold")
     let found = map.find(Author.self, id: 1)
     #expect(first._handle.node.s.externalHolds == 2, "each find is a handle of its own")
-    _ = (copies, found)
+    withExtendedLifetime((copies, found)) {}
   }
 
   @Test func findHoldsAnEntityAgain() {
@@ -110,7 +110,7 @@ struct LifetimeTests {
     #expect(map.count == 1)
     subscription = nil
     #expect(map.count == 0)
-    _ = subscription
+    withExtendedLifetime(subscription) {}
   }
 
   @Test func lastReleaseInsideACallback() {
@@ -163,7 +163,7 @@ struct LifetimeTests {
       handle = nil
     }
     #expect(map.count == 0)
-    _ = handle
+    withExtendedLifetime(handle) {}
   }
 
   @Test func replacingAValueThatHoldsAHandleReleasesItSafely() {
@@ -173,7 +173,7 @@ struct LifetimeTests {
     map.store(HandleHolder(id: 1, held: nil))
     #expect(map.count == 1)
     #expect(map.find(Author.self, id: 7) == nil)
-    _ = holder
+    withExtendedLifetime(holder) {}
   }
 
   @Test func lastReleaseOnAnotherThreadWhileAWriteIsRunning() async {
@@ -203,7 +203,7 @@ struct LifetimeTests {
     logged.store(Author(id: 1, name: "A"))
     #expect(logger.events.contains(.released(EntityReference(Author.self, id: 1))))
     #expect(!logger.events.contains(.removed(EntityReference(Author.self, id: 1))))
-    _ = map
+    withExtendedLifetime(map) {}
   }
 
   @Test func aMillionEntitiesStoredAndReleasedInBatches() throws {

@@ -40,7 +40,7 @@ struct LoggerTests {
       ])
     #expect(
       logger.events.contains(.discardedStale(.entity(author), storedStamp: 5, incomingStamp: 4)))
-    _ = (handle, removed)
+    withExtendedLifetime((handle, removed)) {}
   }
 
   @Test func staleAliasWriteIsLoggedAgainstTheAlias() {
@@ -59,7 +59,7 @@ struct LoggerTests {
     let book = map.store(Book(id: "b", title: "T", author: Author(id: 1, name: "A")))
     #expect(logger.events.contains(.stored(EntityReference(Book.self, id: "b"), modifiedAt: nil)))
     #expect(logger.events.contains(.stored(author, modifiedAt: nil)))
-    _ = book
+    withExtendedLifetime(book) {}
   }
 
   @Test func theLoggerRunsAfterTheLockIsReleased() {
@@ -69,7 +69,7 @@ struct LoggerTests {
     let handle = map.store(Author(id: 1, name: "A"))
     #expect(logger.counts.value == [1])
     logger.map.withValue { $0 = nil }
-    _ = handle
+    withExtendedLifetime(handle) {}
   }
 
   @Test func eventsDescribeThemselves() {

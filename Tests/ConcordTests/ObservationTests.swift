@@ -115,7 +115,7 @@ struct ObservationTests {
     subscription = nil
     map.store(Author(id: 1, name: "B"))
     #expect(calls.value == 0)
-    _ = subscription
+    withExtendedLifetime(subscription) {}
   }
 
   @Test func storeInASetKeepsTheSubscription() {
@@ -180,7 +180,7 @@ struct ObservationTests {
     }
     #expect(receivedA.value == ["A2"])
     #expect(receivedB.value == ["B1"])
-    _ = subscriptions
+    withExtendedLifetime(subscriptions) {}
   }
 
   @Test func aTransactionThatEndsWhereItStartedStillTellsNonEquatableObservers() {
@@ -255,7 +255,7 @@ struct ObservationTests {
     #expect(map.count == 1, "the stream holds the entity")
     stream = nil
     #expect(map.count == 0)
-    _ = stream
+    withExtendedLifetime(stream) {}
   }
 
   @Test func breakingOutOfTheLoopCancelsItsSubscription() async {

@@ -28,7 +28,7 @@ struct OptionalCollectionTests {
     #expect(map.count == 2)
     map.update(Library.self, id: 1) { $0.guests = nil }
     #expect(map.count == 1)
-    _ = library
+    withExtendedLifetime(library) {}
   }
 
   @Test func removingAnElementDropsItButKeepsTheCollection() {

@@ -50,7 +50,7 @@ struct PropagationDepthTests {
     ]
     map.store(Self.renamed)
     #expect(calls.value == ["page": 1, "shelf": 1])
-    _ = subscriptions
+    withExtendedLifetime(subscriptions) {}
   }
 
   @Test func aParentHoldingTheChildTwiceIsNotifiedOnceAndShowsItInBothPlaces() {
@@ -102,7 +102,7 @@ struct PropagationDepthTests {
       return map._core.journal.entries.compactMap { $0.node.makeReference()?.description }
     }
     #expect(Set(visited) == ["Author(2)", "Book(a)", "Shelf(1)", "FeedPage(1)"])
-    _ = (unrelated, page)
+    withExtendedLifetime((unrelated, page)) {}
   }
 
   @Test func aChangeClimbsAThousandLevelsAndTellsTheRootOnce() {

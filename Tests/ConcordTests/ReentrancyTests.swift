@@ -43,7 +43,7 @@ struct ReentrancyTests {
       author.name = "A2"
     }
     #expect(Set(log.value) == ["a=A2", "b=B2"])
-    _ = subscriptions
+    withExtendedLifetime(subscriptions) {}
   }
 
   @Test func aHandleDroppedInsideAnUpdateBodyIsReleasedAfterTheWrite() {
@@ -56,7 +56,7 @@ struct ReentrancyTests {
     }
     #expect(map.count == 1)
     #expect(author.value.name == "A2")
-    _ = other
+    withExtendedLifetime(other) {}
   }
 
   @Test func pingPongBetweenTwoCallbacksTerminates() {
@@ -73,7 +73,7 @@ struct ReentrancyTests {
     ]
     map.store(Counter(id: 1, value: 1))
     #expect(max(ping.value.value, pong.value.value) == 50)
-    _ = subscriptions
+    withExtendedLifetime(subscriptions) {}
   }
 
   @Test func storingTheObservedEntityFromItsOwnCallbackIsDeliveredAfterItReturns() {

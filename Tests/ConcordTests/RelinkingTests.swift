@@ -28,7 +28,7 @@ struct RelinkingTests {
     map.store(Shelf.make(1, books: []))
     #expect(map.count == 2, "the shelf and its owner")
     #expect(map.find(Author.self, id: 2) == nil)
-    _ = shelf
+    withExtendedLifetime(shelf) {}
   }
 
   @Test func updateThatChangesChildrenRelinks() {

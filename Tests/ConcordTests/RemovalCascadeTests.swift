@@ -78,7 +78,7 @@ struct RemovalCascadeTests {
     map.remove(Author.self, id: 2)
     #expect(logger.events.contains(.removed(EntityReference(Author.self, id: 2))))
     #expect(logger.events.contains(.removed(EntityReference(Shelf.self, id: 1))))
-    _ = shelf
+    withExtendedLifetime(shelf) {}
   }
 
   @Test func removingAnAggregateKeepsChildrenHeldElsewhere() {

@@ -120,7 +120,7 @@ struct StampTests {
     #expect(stale.count == 2)
     #expect(stale.first?.0 == 10 && stale.first?.1 == 4)
     #expect(stale.last?.0 == 10 && stale.last?.1.isNaN == true)
-    _ = author
+    withExtendedLifetime(author) {}
   }
 
   @Test func anEntityNobodyHoldsForgetsItsStampWithIt() {

@@ -26,7 +26,7 @@ struct StoreAndFindTests {
     #expect(map.count == 2)
     #expect(map.find(Author.self, id: 1)?.value.name == "Ursula")
     #expect(map.find(User.self, id: 1)?.value.name == "Ged")
-    _ = (author, user)
+    withExtendedLifetime((author, user)) {}
   }
 
   @Test func storingAgainReplacesTheValueForEveryHolder() {

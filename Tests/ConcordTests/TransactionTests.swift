@@ -71,7 +71,7 @@ struct TransactionTests {
     // The stamp was rolled back too: stamp 2 is newer than the restored stamp 1.
     map.store(Author(id: 1, name: "A3"), modifiedAt: 2)
     #expect(author.value.name == "A3")
-    _ = subscriptions
+    withExtendedLifetime(subscriptions) {}
   }
 
   @Test func aHandleOnAnEntityTheRollbackTakesOutReportsRemoved() {
@@ -118,7 +118,7 @@ struct TransactionTests {
     #expect(a.value.name == "A1")
     #expect(b.value.name == "B")
     #expect(received.value == ["A1"])
-    _ = subscriptions
+    withExtendedLifetime(subscriptions) {}
   }
 
   @Test func callingTheMapDirectlyInsideTheBodyJoinsTheTransaction() {
