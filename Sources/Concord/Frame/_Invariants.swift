@@ -56,6 +56,7 @@ extension _MapCore {
     let flags = node.s.flags
     let name = node.makeReference()?.description ?? node.aliasName.map { "alias \($0)" } ?? "list"
     check(node.s.bits.isEmpty, "\(name) kept pass bits \(node.s.bits.rawValue)")
+    check(node.s.journalMark == 0, "\(name) kept a journal mark")
     check(!flags.contains(.candidate), "\(name) is still a release candidate")
     check(!flags.contains(.purged), "\(name) was purged but is still reachable")
     let children = node.children

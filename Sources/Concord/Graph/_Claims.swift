@@ -159,6 +159,8 @@ extension _MapCore {
   /// Applies every accepted winning claim, and returns the nodes written.
   func applyClaims() -> [_AnyNode] {
     var seeds: [_AnyNode] = []
+    // NB: an alias is logged as set after the entities it names are logged as stored.
+    var alias: (node: _AnyNode, stamp: Stamp?)?
     for index in scratch.claims.indices where isWinner(index) {
       let claim = scratch.claims[index]
       let node = claim.node
@@ -179,10 +181,15 @@ extension _MapCore {
         }
       }
       record(claim.stamp, on: node)
-      noteWritten(node, stamp: claim.stamp)
+      if node.s.flags.contains(.alias) {
+        alias = (node, claim.stamp)
+      } else {
+        outbox.logStored(node, stamp: claim.stamp)
+      }
       mark(node, .claimed)
       seeds.append(node)
     }
+    if let alias { outbox.logStored(alias.node, stamp: alias.stamp) }
     if !scratch.cycleRoots.isEmpty {
       numberCycles(from: scratch.cycleRoots)
       scratch.cycleRoots.removeAll(keepingCapacity: true)

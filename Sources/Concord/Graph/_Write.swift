@@ -21,11 +21,8 @@ extension _MapCore {
           let direct = publishesDirectly
           didCreate(node, held: held, journaled: !direct)
           record(stamp, on: node)
-          if direct {
-            publish(node, .inserted, stamp: stamp)
-          } else {
-            noteWritten(node, stamp: stamp)
-          }
+          outbox.logStored(node, stamp: stamp)
+          if direct { publish(node, .inserted) }
         } else {
           writeLeaf(node, value, stamp: stamp, schema: table.schema)
         }
@@ -75,13 +72,14 @@ extension _MapCore {
       let differs = schema.differ(node.value, value)
       node.value = value
       record(stamp, on: node)
-      publish(node, differs ? .updated : .unchanged, stamp: stamp)
+      outbox.logStored(node, stamp: stamp)
+      publish(node, differs ? .updated : .unchanged)
       return
     }
     touch(node)
     node.value = value
     record(stamp, on: node)
-    noteWritten(node, stamp: stamp)
+    outbox.logStored(node, stamp: stamp)
     if node.hasParents { propagate(from: node) }
   }
 

@@ -18,8 +18,9 @@
 struct _JournalEntry {
   /// NB: strong, so that a node the write drops stays valid until the write ends.
   @usableFromInline let node: _AnyNode
-  /// The node's previous record in this write, or -1.
-  @usableFromInline let previous: Int32
+  /// The node's `journalMark` before this record: 0 when this is the write's first record of
+  /// the node, which holds its state before the write.
+  @usableFromInline let previousMark: UInt16
   /// How many transactions were open when the record was made.
   @usableFromInline let level: Int32
   /// Where the value was saved in the node type's stash; `created` for a node the write
@@ -31,10 +32,6 @@ struct _JournalEntry {
   @usableFromInline let flags: _NodeFlags
   /// Whether the node was stored: see `_AnyNode.isPresent`.
   @usableFromInline let wasPresent: Bool
-  /// Whether a write aimed at the node itself (not a propagation) changed it, and the stamp it
-  /// carried; for the log.
-  @usableFromInline var written = false
-  @usableFromInline var writtenStamp: Stamp?
 
   /// `saved` for a node the write created: it had no value.
   @usableFromInline static let created: Int32 = -1
@@ -43,11 +40,11 @@ struct _JournalEntry {
 
   @inlinable
   init(
-    node: _AnyNode, previous: Int32, level: Int32, saved: Int32, stamp: Stamp,
+    node: _AnyNode, previousMark: UInt16, level: Int32, saved: Int32, stamp: Stamp,
     links: [_ChildLink], flags: _NodeFlags, wasPresent: Bool
   ) {
     self.node = node
-    self.previous = previous
+    self.previousMark = previousMark
     self.level = level
     self.saved = saved
     self.stamp = stamp
@@ -74,15 +71,9 @@ struct _Journal {
   @inlinable
   var level: Int32 { Int32(transactions.count) }
 
-  /// The index of `node`'s newest record in this write, or -1.
+  /// The `journalMark` of a node recorded at the current level.
   @inlinable
-  func newestEntry(of node: _AnyNode) -> Int32 {
-    let index = node.s.journalIndex
-    guard index >= 0, Int(index) < entries.count, entries[Int(index)].node === node else {
-      return -1
-    }
-    return index
-  }
+  var mark: UInt16 { UInt16(truncatingIfNeeded: transactions.count + 1) }
 }
 
 /// A point to roll back to: where the journal and the log were when a transaction began.
@@ -97,8 +88,7 @@ extension _MapCore {
   /// Call it before any change to the node.
   @inlinable
   func touch(_ node: _AnyNode) {
-    let newest = journal.newestEntry(of: node)
-    if newest >= 0 && journal.entries[Int(newest)].level == journal.level { return }
+    if node.s.journalMark == journal.mark { return }
     let wasPresent = node.isPresent
     // NB: the value is saved when something needs it: a rollback, a subscriber to tell only
     // if it changed, an alias's log. Otherwise the node is counted as updated, which tells
@@ -106,7 +96,7 @@ extension _MapCore {
     let needsValue =
       journal.level > 0 || node.hasSubscribers || node.s.flags.contains(.alias)
     let saved = needsValue ? node.saveValue(self) : _JournalEntry.notSaved
-    appendEntry(node, previous: newest, saved: saved, wasPresent: wasPresent)
+    appendEntry(node, saved: saved, wasPresent: wasPresent)
   }
 
   /// Whether a change can be published as it is made, skipping the journal: only in the
@@ -118,32 +108,27 @@ extension _MapCore {
   /// Records a node the current write just created: before, it did not exist.
   @inlinable
   func touchCreated(_ node: _AnyNode) {
-    appendEntry(node, previous: -1, saved: _JournalEntry.created, wasPresent: false)
+    appendEntry(node, saved: _JournalEntry.created, wasPresent: false)
   }
 
   @usableFromInline
-  func appendEntry(_ node: _AnyNode, previous: Int32, saved: Int32, wasPresent: Bool) {
+  func appendEntry(_ node: _AnyNode, saved: Int32, wasPresent: Bool) {
     let flags = node.s.flags.intersection([.registered, .removed, .anchored])
-    node.s.journalIndex = Int32(journal.entries.count)
+    let previousMark = node.s.journalMark
+    node.s.journalMark = journal.mark
     journal.entries.append(
       _JournalEntry(
-        node: node, previous: previous, level: journal.level, saved: saved,
+        node: node, previousMark: previousMark, level: journal.level, saved: saved,
         stamp: node.s.stamp, links: journal.level > 0 ? node.children : [],
         flags: saved == _JournalEntry.created ? [] : flags, wasPresent: wasPresent))
-  }
-
-  /// Notes that a write aimed at `node` itself changed it, with `stamp`; for the log.
-  @inlinable
-  func noteWritten(_ node: _AnyNode, stamp: Stamp?) {
-    let index = Int(node.s.journalIndex)
-    journal.entries[index].written = true
-    journal.entries[index].writtenStamp = stamp
   }
 
   // MARK: Transactions
 
   /// Opens a transaction inside the current write.
   func beginTransaction() -> _Savepoint {
+    precondition(
+      journal.transactions.count < Int(UInt16.max) - 1, "Concord: transactions nested too deep")
     journal.lastSerial += 1
     journal.transactions.append(journal.lastSerial)
     return _Savepoint(
@@ -171,7 +156,7 @@ extension _MapCore {
     while journal.entries.count > savepoint.entries {
       let entry = journal.entries.removeLast()
       let node = entry.node
-      node.s.journalIndex = entry.previous
+      node.s.journalMark = entry.previousMark
       if entry.saved == _JournalEntry.created && node.s.flags.contains(.list) {
         createdLists.append(node)
         continue

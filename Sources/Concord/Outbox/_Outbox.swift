@@ -1,6 +1,6 @@
 // The outbox: the change log, and what the write leaves to do once the lock is released.
 //
-// Every committed change of a node passes through one place, `publish(_:_:stamp:written:)`,
+// Every committed change of a node passes through one place, `publish(_:_:)`,
 // whether or not anyone observes it: the commit walks the journal (see `_Journal.swift`) and
 // publishes, for each node the write touched, what happened to it; the outermost write of a
 // lone entity publishes its change directly, which is what the commit would find. Releases
@@ -82,6 +82,22 @@ struct _Outbox {
     }
   }
 
+  /// Records that a write aimed at `node` itself (not merely reaching it through a nested
+  /// entity) was applied, with `stamp`.
+  @inlinable
+  mutating func logStored(_ node: _AnyNode, stamp: Stamp?) {
+    if isLogging { _logStored(node, stamp: stamp) }
+  }
+
+  @usableFromInline
+  mutating func _logStored(_ node: _AnyNode, stamp: Stamp?) {
+    if let reference = node.makeReference() {
+      events.append { .stored(reference, modifiedAt: stamp) }
+    } else if let name = node.aliasName {
+      events.append { .aliasSet(name) }
+    }
+  }
+
   /// Records that `node`, an entity nobody held, left the map.
   @usableFromInline
   mutating func logReleased(_ node: _AnyNode) {
@@ -92,13 +108,8 @@ struct _Outbox {
 
 extension _MapCore {
   /// The change log: publishes what the write did to `node` to every consumer.
-  ///
-  /// - Parameters:
-  ///   - stamp: The stamp of the write aimed at the node, for the log.
-  ///   - written: Whether a write was aimed at the node itself, rather than only reaching it
-  ///     through a nested entity.
   @inlinable
-  func publish(_ node: _AnyNode, _ kind: _ChangeKind, stamp: Stamp?, written: Bool = true) {
+  func publish(_ node: _AnyNode, _ kind: _ChangeKind) {
     if node.hasSubscribers {
       if kind == .removed && !node.s.flags.contains(.alias) {
         outbox.deliveries.append(_FinishDelivery(subscribers: node.extras.subscribers))
@@ -106,24 +117,16 @@ extension _MapCore {
         outbox.deliveries.append(delivery)
       }
     }
-    if outbox.isLogging { logChange(node, kind, stamp: stamp, written: written) }
+    if kind == .removed && outbox.isLogging { logRemoved(node) }
   }
 
-  /// The log's view of a change.
+  /// The log's view of a removal.
   @usableFromInline
-  func logChange(_ node: _AnyNode, _ kind: _ChangeKind, stamp: Stamp?, written: Bool) {
+  func logRemoved(_ node: _AnyNode) {
     if let reference = node.makeReference() {
-      if kind == .removed {
-        outbox.log { .removed(reference) }
-      } else if written {
-        outbox.log { .stored(reference, modifiedAt: stamp) }
-      }
+      outbox.log { .removed(reference) }
     } else if let name = node.aliasName {
-      if kind == .removed {
-        outbox.log { .aliasRemoved(name) }
-      } else if written {
-        outbox.log { .aliasSet(name) }
-      }
+      outbox.log { .aliasRemoved(name) }
     }
   }
 
@@ -134,7 +137,7 @@ extension _MapCore {
     // Nodes whose subscribers get a value from the change log, so that a subscription opened
     // during the write is not given the same value twice.
     var told: Set<ObjectIdentifier> = []
-    for entry in journal.entries where entry.previous < 0 {
+    for entry in journal.entries where entry.previousMark == 0 {
       let node = entry.node
       let kind: _ChangeKind
       if node.isPresent {
@@ -156,7 +159,7 @@ extension _MapCore {
         }
         continue
       }
-      publish(node, kind, stamp: entry.writtenStamp, written: entry.written)
+      publish(node, kind)
       if !outbox.initials.isEmpty && kind != .unchanged { told.insert(ObjectIdentifier(node)) }
     }
     for (node, subscriber) in outbox.initials where !told.contains(ObjectIdentifier(node)) {

@@ -53,7 +53,8 @@ struct _PassBits: OptionSet, Sendable {
 ///
 /// NB: one struct, so that the class needs one `@exclusivity(unchecked)` annotation, not one per
 /// field. The hold counts come first, next to the object header, so that a find on a cold node
-/// touches one cache line.
+/// touches one cache line. 32 bytes: a node of a 32-byte value, with its header and table
+/// reference, fits a 96-byte allocation.
 @usableFromInline
 struct _NodeState {
   /// Holds from outside the graph: each handle, each subscription, the alias anchor.
@@ -63,10 +64,11 @@ struct _NodeState {
   @usableFromInline var flags: _NodeFlags
   /// Flags of the pass running now; empty outside a pass.
   @usableFromInline var bits: _PassBits = []
+  /// 1 + the transaction level of the node's newest record in the write's journal; 0 when
+  /// the write has not recorded it.
+  @usableFromInline var journalMark: UInt16 = 0
   /// While `bits` has `.offered`: the index of the node's winning claim in the pass.
   @usableFromInline var claimIndex: Int32 = 0
-  /// The index of the node's newest entry in the write's journal, if that entry is this node's.
-  @usableFromInline var journalIndex: Int32 = -1
   /// The newest stamp applied, or NaN when none was.
   @usableFromInline var stamp: Stamp = .nan
   /// Links, subscribers and the rest, for the nodes that have any.
