@@ -22,6 +22,7 @@ extension _MapCore {
     check(scratch.claims.isEmpty && scratch.marked.isEmpty, "a pass outlived its write")
     check(lifetime.candidates.isEmpty && lifetime.deferred.isEmpty, "lifetimes left unsettled")
     check(outbox.initials.isEmpty, "a subscription's current value was never delivered")
+    check(!lifetime.buffer.overflows, "the release buffer holds more than its capacity")
     let registered = registry.tables.values.reduce(0) { $0 + $1.count }
     check(
       registered == registry.liveCount, "count is \(registry.liveCount), tables hold \(registered)")
@@ -89,9 +90,13 @@ extension _MapCore {
     }
     if flags.contains(.registered) && !flags.contains(.alias) {
       check(!flags.contains(.removed), "\(name) is registered and removed")
+      let buffered = flags.contains(.buffered)
       check(
-        node.s.externalHolds > 0 || node.s.internalHolds > 0,
+        node.s.externalHolds > 0 || node.s.internalHolds > 0 || buffered,
         "\(name) is registered but nothing holds it")
+      check(
+        !buffered || (node.s.externalHolds == 0 && node.s.internalHolds == 0),
+        "\(name) is held but still in the release buffer")
     }
     check(node.slotsMatchChildren(self), "\(name): a slot differs from its child's value")
   }

@@ -36,20 +36,21 @@ final class _MapCore: @unchecked Sendable {
     @usableFromInline var registry = _Registry()
     @usableFromInline var journal = _Journal()
     @usableFromInline var scratch = _Scratch()
-    @usableFromInline var lifetime = _Lifetime()
+    @usableFromInline var lifetime: _Lifetime
     @usableFromInline var outbox: _Outbox
   #else
     @exclusivity(unchecked) @usableFromInline var frame = _Frame()
     @exclusivity(unchecked) @usableFromInline var registry = _Registry()
     @exclusivity(unchecked) @usableFromInline var journal = _Journal()
     @exclusivity(unchecked) @usableFromInline var scratch = _Scratch()
-    @exclusivity(unchecked) @usableFromInline var lifetime = _Lifetime()
+    @exclusivity(unchecked) @usableFromInline var lifetime: _Lifetime
     @exclusivity(unchecked) @usableFromInline var outbox: _Outbox
   #endif
 
   @usableFromInline
-  init(logger: (any IdentityMapLogger)?) {
+  init(logger: (any IdentityMapLogger)?, retention: RetentionPolicy = .none) {
     outbox = _Outbox(logger: logger)
+    lifetime = _Lifetime(retention: retention)
   }
 
   deinit {

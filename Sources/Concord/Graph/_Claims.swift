@@ -3,7 +3,9 @@
 // 1. Claims. Walk the written value breadth-first, one depth at a time, and resolve each nested
 //    entity to its node. The first depth to reach a node claims it, and among occurrences at
 //    that depth the last one wins; deeper occurrences lose and are not expanded, which is also
-//    why cycles by identity end. Each claim is checked against the node's stamp once.
+//    why cycles by identity end. Each occurrence is checked against the node's stamp, with its
+//    own stamp when it is `Stamped`. The occurrences of a `Mergeable` entity are chained, and
+//    merged into its winning claim before it is expanded (an aggregate) or applied.
 // 2. Apply. Each accepted winner's payload becomes its node's value, and the node is relinked
 //    to the children its payload holds. Cycles the new links close are numbered.
 // 3. Settle. Nodes are finalized children first (see `_Settle.swift`): a claimed node has every
@@ -31,20 +33,26 @@ struct _Claim {
   /// The distance from the root of the write.
   @usableFromInline let depth: Int32
   /// Where the payload is in the node type's stash.
-  @usableFromInline let payload: Int32
-  @usableFromInline let verdict: _Verdict
+  @usableFromInline var payload: Int32
+  @usableFromInline var verdict: _Verdict
   /// The stamp the occurrence was written with.
-  @usableFromInline let stamp: Stamp?
+  @usableFromInline var stamp: Stamp?
   /// The range of the payload's links in the pass's `links` buffer, set when it is expanded.
   @usableFromInline var links: Range<Int> = 0..<0
+  /// The previous claim on the same node, or -1: the chain of a node's occurrences, for merging.
+  @usableFromInline var previous: Int32
 
   @inlinable
-  init(node: _AnyNode, depth: Int32, payload: Int32, verdict: _Verdict, stamp: Stamp?) {
+  init(
+    node: _AnyNode, depth: Int32, payload: Int32, verdict: _Verdict, stamp: Stamp?,
+    previous: Int32
+  ) {
     self.node = node
     self.depth = depth
     self.payload = payload
     self.verdict = verdict
     self.stamp = stamp
+    self.previous = previous
   }
 }
 
@@ -59,10 +67,13 @@ struct _Scratch {
   @usableFromInline var marked: [Unmanaged<_AnyNode>] = []
   /// Children the pass linked that may close a cycle; see `_Cycles.swift`.
   @usableFromInline var cycleRoots: [_AnyNode] = []
-  /// The accessor, depth and stamp of the claims being made.
+  /// The accessor, depth and call stamp of the claims being made.
   @usableFromInline var accessor: Int32 = 0
   @usableFromInline var depth: Int32 = 0
   @usableFromInline var stamp: Stamp?
+  /// Claims this close to the root do not merge: an `update`'s own entity (depth 0, or 1 under
+  /// an alias) started from the stored value.
+  @usableFromInline var mergeFromDepth: Int32 = 0
   /// The last cycle number handed out.
   @usableFromInline var lastCycle = 0
 
@@ -86,26 +97,47 @@ extension _MapCore {
     scratch.links.removeAll(keepingCapacity: true)
     scratch.depth = 0
     scratch.stamp = nil
+    scratch.mergeFromDepth = 0
   }
 
-  /// What the stamp says about writing `payload` into `node`.
+  /// What the stamp says about writing `payload`, stamped `stamp`, into `node`.
+  ///
+  /// An equal stamp applies when the type accepts equal stamps; otherwise it is a quiet no-op
+  /// when the value (merged, for a `Mergeable` type) is `==` to the stored one, and stale when
+  /// it is not.
   @inlinable
   func verdict<V>(_ node: _Node<V>, _ payload: V, _ schema: _Schema<V>, stamp: Stamp?) -> _Verdict {
     if node.admits(stamp) { return .accepted }
-    if let stamp, stamp == node.s.stamp, !schema.differ(node.value, payload) {
-      return .unchanged
-    }
-    return .stale
+    guard let stamp, stamp == node.s.stamp else { return .stale }
+    if schema.acceptsEqualStamps { return .accepted }
+    let merged = schema.merge.map { $0(payload, node.value) } ?? payload
+    return schema.differ(node.value, merged) ? .stale : .unchanged
   }
 
   /// Records a claim on `node`, the winning one for now.
   @inlinable
   func offer(_ node: _AnyNode, payload: Int32, verdict: _Verdict, stamp: Stamp?) {
     let index = Int32(scratch.claims.count)
+    let previous = node.s.bits.contains(.offered) ? node.s.claimIndex : -1
     scratch.claims.append(
-      _Claim(node: node, depth: scratch.depth, payload: payload, verdict: verdict, stamp: stamp))
+      _Claim(
+        node: node, depth: scratch.depth, payload: payload, verdict: verdict, stamp: stamp,
+        previous: previous))
     mark(node, .offered)
     node.s.claimIndex = index
+  }
+
+  /// Records an occurrence of `node` deeper than its winning claim, to merge it: it joins the
+  /// chain of the node's claims without winning.
+  @inlinable
+  func chainLoser(_ node: _AnyNode, payload: Int32, verdict: _Verdict, stamp: Stamp?) {
+    let winner = Int(node.s.claimIndex)
+    let index = Int32(scratch.claims.count)
+    scratch.claims.append(
+      _Claim(
+        node: node, depth: scratch.depth, payload: payload, verdict: verdict, stamp: stamp,
+        previous: scratch.claims[winner].previous))
+    scratch.claims[winner].previous = index
   }
 
   /// Whether claim `index` is its node's winning claim.
@@ -119,18 +151,26 @@ extension _MapCore {
   func visit<C: Identifiable & Sendable>(_ child: C, position: Int) {
     withTable(C.self) { table in
       table.withNode(for: child) { node, created in
-        if created { didCreate(node, held: false, journaled: true) }
+        if created {
+          didCreate(node, held: false, journaled: true)
+          mark(node, .fresh)
+        }
         scratch.links.append(
           _ChildLink(child: node, accessor: scratch.accessor, position: Int32(position)))
-        if node.s.bits.contains(.offered),
-          scratch.claims[Int(node.s.claimIndex)].depth < scratch.depth
-        {
-          return
+        let schema = table.schema
+        let loses =
+          node.s.bits.contains(.offered)
+          && scratch.claims[Int(node.s.claimIndex)].depth < scratch.depth
+        // NB: a deeper occurrence loses and is dropped, unless it is to be merged.
+        guard !loses || (schema.merge != nil && schema.isLeaf) else { return }
+        let stamp = schema.stamp(of: child, call: scratch.stamp)
+        let payload = table.stash.append(child, self)
+        let verdict = verdict(node, child, schema, stamp: stamp)
+        if loses {
+          chainLoser(node, payload: payload, verdict: verdict, stamp: stamp)
+        } else {
+          offer(node, payload: payload, verdict: verdict, stamp: stamp)
         }
-        let stamp = scratch.stamp
-        offer(
-          node, payload: table.stash.append(child, self),
-          verdict: verdict(node, child, table.schema, stamp: stamp), stamp: stamp)
       }
     }
   }
@@ -149,7 +189,9 @@ extension _MapCore {
       scratch.depth += 1
       for index in levelStart..<levelEnd where isWinner(index) {
         let start = scratch.links.count
-        scratch.claims[index].node.expand(claim: index, self)
+        let node = scratch.claims[index].node
+        node.mergeClaims(index, self, atExpansion: true)
+        node.expand(claim: index, self)
         scratch.claims[index].links = start..<scratch.links.count
       }
       levelStart = levelEnd
@@ -162,6 +204,7 @@ extension _MapCore {
     // NB: an alias is logged as set after the entities it names are logged as stored.
     var alias: (node: _AnyNode, stamp: Stamp?)?
     for index in scratch.claims.indices where isWinner(index) {
+      scratch.claims[index].node.mergeClaims(index, self, atExpansion: false)
       let claim = scratch.claims[index]
       let node = claim.node
       switch claim.verdict {

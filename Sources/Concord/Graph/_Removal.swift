@@ -38,6 +38,7 @@ extension _MapCore {
 
     for node in removed {
       touch(node)
+      unbuffer(node)
       node.s.flags.insert(.removed)
       if node.s.flags.contains(.registered) { unregisterKeepingHolders(node) }
       relink(node, to: [])

@@ -1,5 +1,9 @@
-/// What the map knows about a value type it stores: where its nested entities are and how to
-/// compare two values. Built once per type and shared by every map.
+/// What the map knows about a value type it stores: where its nested entities are, how to
+/// compare two values, and whether values carry their own stamp (``Stamped``) or merge
+/// (``Mergeable``). Built once per type and shared by every map.
+///
+/// NB: each conformance is found with a dynamic cast once per type, never per write, so a type
+/// reached through a plain generic `T: Identifiable` still gets its behaviour.
 @usableFromInline
 final class _Schema<Root>: Sendable {
   /// The nested entities, in the order the type declares them.
@@ -8,14 +12,48 @@ final class _Schema<Root>: Sendable {
   /// array of a generic class type would make it look up the element type's metadata on every
   /// access.
   @usableFromInline let erasedAccessors: ContiguousArray<any AnyObject & Sendable>
-  /// `==` when `Root` is `Equatable`, found once per type rather than cast per call.
+  /// `==` when `Root` is `Equatable`.
   @usableFromInline let equality: (any _Equality<Root>)?
+  /// The value's own stamp, when `Root` is ``Stamped``.
+  @usableFromInline let stamp: (@Sendable (Root) -> Stamp?)?
+  /// ``Stamped/acceptsEqualStamps``; `false` for other types.
+  @usableFromInline let acceptsEqualStamps: Bool
+  /// ``Mergeable/merge(_:into:)``, when `Root` is Mergeable.
+  @usableFromInline let merge: (@Sendable (Root, Root) -> Root)?
 
   @usableFromInline
   init(accessors: [_Accessor<Root>]) {
     self.accessors = accessors
     self.erasedAccessors = ContiguousArray(accessors.map { $0 as any AnyObject & Sendable })
     self.equality = _equality(of: Root.self)
+    (stamp, acceptsEqualStamps) = _stamping(of: Root.self)
+    merge = _merging(of: Root.self)
+  }
+
+  /// The schema of an alias's slot, `Root` being `Wrapped?`: the slot records the stamp of the
+  /// value written to it; it merges nothing itself (the entities it names merge as they are
+  /// written).
+  @usableFromInline
+  init<Wrapped>(accessors: [_Accessor<Root>], slotOf wrapped: _Schema<Wrapped>)
+  where Root == Wrapped? {
+    self.accessors = accessors
+    self.erasedAccessors = ContiguousArray(accessors.map { $0 as any AnyObject & Sendable })
+    self.equality = _equality(of: Root.self)
+    if let wrappedStamp = wrapped.stamp {
+      stamp = { (value: Wrapped?) -> Stamp? in value.flatMap(wrappedStamp) }
+    } else {
+      stamp = nil
+    }
+    acceptsEqualStamps = wrapped.acceptsEqualStamps
+    merge = nil
+  }
+
+  /// The stamp a write of `value` carries: the value's own when it is ``Stamped`` and has one,
+  /// the call's otherwise.
+  @inlinable
+  func stamp(of value: Root, call: Stamp?) -> Stamp? {
+    guard let stamp else { return call }
+    return stamp(value) ?? call
   }
 
   /// The accessor at `index`.
@@ -41,6 +79,7 @@ extension _Schema where Root: Identifiable & Sendable {
   ///
   /// NB: the `Aggregate` check is a dynamic cast, but it runs once per type, not per write, so an
   /// aggregate reached through a generic `T: Identifiable` is still decomposed.
+  @usableFromInline
   static var entity: _Schema {
     _SchemaCache.shared.schema(for: Root.self) {
       guard let aggregate = Root.self as? any Aggregate.Type else { return _Schema(accessors: []) }
@@ -59,14 +98,16 @@ extension _Schema {
   /// The schema of a single alias: an optional entity.
   @inlinable
   static func alias<T: Identifiable & Sendable>(of _: T.Type) -> _Schema where Root == T? {
-    _SchemaCache.shared.schema(for: Root.self) { _Schema(accessors: [.optional(\T?.self)]) }
+    _SchemaCache.shared.schema(for: Root.self) {
+      _Schema(accessors: [.optional(\T?.self)], slotOf: _Schema<T>.entity)
+    }
   }
 
   /// The schema of a collection alias: an optional array of entities.
   @inlinable
   static func aliasList<T: Identifiable & Sendable>(of _: T.Type) -> _Schema where Root == [T]? {
     _SchemaCache.shared.schema(for: Root.self) {
-      _Schema(accessors: [.optionalCollection(\[T]?.self)])
+      _Schema(accessors: [.optionalCollection(\[T]?.self)], slotOf: _Schema<[T]>.list(of: T.self))
     }
   }
 }
@@ -99,6 +140,46 @@ private func _equality<T>(of _: T.Type) -> (any _Equality<T>)? {
     _EquatableEquality<E>() as! any _Equality<T>
   }
   return open(equatable)
+}
+
+/// `stamp` and `acceptsEqualStamps` of `T`, when `T` is ``Stamped``.
+private func _stamping<T>(of _: T.Type) -> ((@Sendable (T) -> Stamp?)?, Bool) {
+  // NB: every type the map stores is Sendable; asking for it keeps the metatype Sendable.
+  guard let stamped = T.self as? any (Stamped & Sendable).Type else { return (nil, false) }
+  func open<S: Stamped & Sendable>(_: S.Type) -> ((@Sendable (T) -> Stamp?)?, Bool) {
+    let conformance = _Conformance<T, S>()
+    let stamp: @Sendable (T) -> Stamp? = { conformance.stamp(of: $0) }
+    return (stamp, S.acceptsEqualStamps)
+  }
+  return open(stamped)
+}
+
+/// `merge(_:into:)` of `T`, when `T` is ``Mergeable``.
+private func _merging<T>(of _: T.Type) -> (@Sendable (T, T) -> T)? {
+  guard let mergeable = T.self as? any Mergeable.Type else { return nil }
+  func open<M: Mergeable>(_: M.Type) -> @Sendable (T, T) -> T {
+    let conformance = _Conformance<T, M>()
+    return { conformance.merge($0, into: $1) }
+  }
+  return open(mergeable)
+}
+
+/// Names a value of type `T` as its type `P`, found by a dynamic cast to be the same type.
+///
+/// NB: a struct, so that the closures above capture it rather than a metatype.
+private struct _Conformance<T, P>: Sendable {
+  func value(_ value: T) -> P { unsafeBitCast(value, to: P.self) }
+  func back(_ value: P) -> T { unsafeBitCast(value, to: T.self) }
+}
+
+extension _Conformance where P: Stamped {
+  func stamp(of value: T) -> Stamp? { self.value(value).stamp }
+}
+
+extension _Conformance where P: Mergeable {
+  func merge(_ incoming: T, into stored: T) -> T {
+    back(P.merge(value(incoming), into: value(stored)))
+  }
 }
 
 /// The process-wide cache of schemas, keyed by value type.

@@ -1,6 +1,9 @@
 extension _MapCore {
   /// Stores `value` as a root write and calls `body` with its node, borrowed.
   ///
+  /// The write carries the value's own stamp when it is ``Stamped``, `stamp` otherwise, and
+  /// merges into the stored value when it is ``Mergeable``.
+  ///
   /// - Parameter held: Whether `body` takes a hold on the node (a handle); if not, a node this
   ///   write creates is checked for release when the write ends.
   /// - Complexity: O(1) for a value without nested entities, plus O(parents touched);
@@ -10,9 +13,11 @@ extension _MapCore {
     _ value: T, stamp: Stamp?, held: Bool, _ body: (_EntityNode<T>) -> R
   ) -> R {
     withTable(T.self) { table in
-      guard table.schema.isLeaf else {
+      let schema = table.schema
+      let own = schema.stamp(of: value, call: stamp)
+      guard schema.isLeaf else {
         let node = entityNode(for: value, in: table)
-        writeTree(into: node, payload: value, stamp: stamp)
+        writeTree(into: node, payload: value, stamp: own, call: stamp)
         return body(node)
       }
       // A value holding no nested entity: one lookup, no claim.
@@ -20,11 +25,11 @@ extension _MapCore {
         if created {
           let direct = publishesDirectly
           didCreate(node, held: held, journaled: !direct)
-          record(stamp, on: node)
-          outbox.logStored(node, stamp: stamp)
+          record(own, on: node)
+          outbox.logStored(node, stamp: own)
           if direct { publish(node, .inserted) }
         } else {
-          writeLeaf(node, value, stamp: stamp, schema: table.schema)
+          writeLeaf(node, value, stamp: own, schema: schema, merging: true)
         }
         return body(node)
       }
@@ -34,11 +39,14 @@ extension _MapCore {
   /// The node of `value`'s entity, registered fresh if the map has none.
   ///
   /// A fresh node holds nothing yet; unless a parent links it or a handle is made, it is purged
-  /// when the write ends.
+  /// when the write ends. It is marked fresh for the pass about to write it.
   @inlinable
   func entityNode<T: Identifiable & Sendable>(for value: T, in table: _Table<T>) -> _EntityNode<T> {
     table.withNode(for: value) { node, created in
-      if created { didCreate(node, held: false, journaled: true) }
+      if created {
+        didCreate(node, held: false, journaled: true)
+        mark(node, .fresh)
+      }
       return node
     }
   }
@@ -54,9 +62,14 @@ extension _MapCore {
     if !held { noteHoldDropped(node) }
   }
 
-  /// Writes `value` into `node`, whose type holds no nested entity.
+  /// Writes `value`, stamped `stamp`, into `node`, whose type holds no nested entity.
+  ///
+  /// - Parameter merging: Whether a ``Mergeable`` value merges into the stored one: not for
+  ///   `update`, whose body started from the stored value.
   @inlinable
-  func writeLeaf<T: Sendable>(_ node: _Node<T>, _ value: T, stamp: Stamp?, schema: _Schema<T>) {
+  func writeLeaf<T: Sendable>(
+    _ node: _Node<T>, _ value: T, stamp: Stamp?, schema: _Schema<T>, merging: Bool
+  ) {
     switch verdict(node, value, schema, stamp: stamp) {
     case .stale:
       outbox.logStale(node, incoming: stamp)
@@ -66,6 +79,8 @@ extension _MapCore {
     case .accepted:
       break
     }
+    var value = value
+    if merging, let merge = schema.merge { value = merge(value, node.value) }
     if !node.hasParents && publishesDirectly {
       // NB: the outermost write of a lone entity: its change is known now, so it skips the
       // journal and is published at once, which is what a commit would do.
@@ -87,9 +102,18 @@ extension _MapCore {
   /// `_Claims.swift`). Returns whether the root itself was written.
   ///
   /// - Complexity: O(nested occurrences + parents touched).
+  ///
+  /// - Parameters:
+  ///   - stamp: The root's stamp: its own when it is ``Stamped``, the call's otherwise.
+  ///   - call: The call's `modifiedAt`, for the nested entities that carry no stamp.
+  ///   - mergeFromDepth: How deep the first claims that merge are: 0 for `store`, more for an
+  ///     `update`, whose own entities started from the stored values.
   @usableFromInline @discardableResult
-  func writeTree<V: Sendable>(into root: _Node<V>, payload: V, stamp: Stamp?) -> Bool {
-    scratch.stamp = stamp
+  func writeTree<V: Sendable>(
+    into root: _Node<V>, payload: V, stamp: Stamp?, call: Stamp?, mergeFromDepth: Int32 = 0
+  ) -> Bool {
+    scratch.stamp = call
+    scratch.mergeFromDepth = mergeFromDepth
     let verdict = verdict(root, payload, root.schema(self), stamp: stamp)
     offer(root, payload: root.stash(self).append(payload, self), verdict: verdict, stamp: stamp)
     expandClaims()
@@ -104,7 +128,7 @@ extension _MapCore {
     let list = _ListNode(value: entities)
     adopt(list)
     touchCreated(list)
-    writeTree(into: list, payload: entities, stamp: stamp)
+    writeTree(into: list, payload: entities, stamp: stamp, call: stamp)
     return list
   }
 
@@ -115,8 +139,11 @@ extension _MapCore {
   ) -> Bool {
     withTable(T.self) { table in
       guard let node = table.node(id) else { return false }
-      // NB: an equal stamp may still be a quiet no-op, which only the result can tell.
-      guard node.admits(stamp) || stamp == node.s.stamp else {
+      let schema = table.schema
+      // NB: a ``Stamped`` value's stamp is only known from the body's result; otherwise a stale
+      // call stamp is refused before the body runs. An equal one may still be a quiet no-op,
+      // which only the result can tell.
+      guard schema.stamp != nil || node.admits(stamp) || stamp == node.s.stamp else {
         outbox.logStale(node, incoming: stamp)
         return true
       }
@@ -125,14 +152,24 @@ extension _MapCore {
       // NB: the body may have removed the entity through a nested write; `node` is a strong
       // reference, so it stays valid to ask.
       guard !node.s.flags.contains(.removed) else { return false }
+      let effective = updateStamp(of: value, from: node.value, schema: schema, call: stamp)
       if value.id != id {
         store(value, stamp: stamp, held: false) { _ in }
-      } else if table.schema.isLeaf {
-        writeLeaf(node, value, stamp: stamp, schema: table.schema)
+      } else if schema.isLeaf {
+        writeLeaf(node, value, stamp: effective, schema: schema, merging: false)
       } else {
-        writeTree(into: node, payload: value, stamp: stamp)
+        writeTree(into: node, payload: value, stamp: effective, call: stamp, mergeFromDepth: 1)
       }
       return true
     }
+  }
+
+  /// The stamp of an `update` whose body turned `old` into `new`: the new value's own when it
+  /// is ``Stamped`` and the body changed it, none when the body left it as it was (an
+  /// unstamped write, which keeps the stored stamp), the call's otherwise.
+  @inlinable
+  func updateStamp<V>(of new: V, from old: V, schema: _Schema<V>, call: Stamp?) -> Stamp? {
+    guard let stampOf = schema.stamp, let newStamp = stampOf(new) else { return call }
+    return newStamp == stampOf(old) ? nil : newStamp
   }
 }

@@ -29,6 +29,25 @@ public final class IdentityMap: Sendable {
     _core = _MapCore(logger: logger)
   }
 
+  /// Creates an empty map that keeps entities nobody holds any more, as `retention` says.
+  ///
+  /// ```swift
+  /// let map = IdentityMap(retention: .keepReleased(10_000))
+  /// _ = map.store(issue)                      // nothing holds it...
+  /// map.find(Issue.self, id: issue.id)        // ...but it is still there
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - logger: Receives what the map does; see ``init(logger:)``.
+  ///   - retention: How many released entities stay findable; see ``RetentionPolicy``.
+  public convenience init(logger: (any IdentityMapLogger)? = nil, retention: RetentionPolicy) {
+    self.init(core: _MapCore(logger: logger, retention: retention))
+  }
+
+  init(core: _MapCore) {
+    _core = core
+  }
+
   // MARK: Storing
 
   /// Inserts or replaces an entity and returns a handle on it.

@@ -20,7 +20,7 @@ struct _JournalEntry {
   @usableFromInline let node: _AnyNode
   /// The node's `journalMark` before this record: 0 when this is the write's first record of
   /// the node, which holds its state before the write.
-  @usableFromInline let previousMark: UInt16
+  @usableFromInline let previousMark: UInt8
   /// How many transactions were open when the record was made.
   @usableFromInline let level: Int32
   /// Where the value was saved in the node type's stash; `created` for a node the write
@@ -40,7 +40,7 @@ struct _JournalEntry {
 
   @inlinable
   init(
-    node: _AnyNode, previousMark: UInt16, level: Int32, saved: Int32, stamp: Stamp,
+    node: _AnyNode, previousMark: UInt8, level: Int32, saved: Int32, stamp: Stamp,
     links: [_ChildLink], flags: _NodeFlags, wasPresent: Bool
   ) {
     self.node = node
@@ -73,7 +73,7 @@ struct _Journal {
 
   /// The `journalMark` of a node recorded at the current level.
   @inlinable
-  var mark: UInt16 { UInt16(truncatingIfNeeded: transactions.count + 1) }
+  var mark: UInt8 { UInt8(truncatingIfNeeded: transactions.count + 1) }
 }
 
 /// A point to roll back to: where the journal and the log were when a transaction began.
@@ -128,7 +128,8 @@ extension _MapCore {
   /// Opens a transaction inside the current write.
   func beginTransaction() -> _Savepoint {
     precondition(
-      journal.transactions.count < Int(UInt16.max) - 1, "Concord: transactions nested too deep")
+      journal.transactions.count < Int(UInt8.max) - 1,
+      "Concord: transactions nest at most \(Int(UInt8.max) - 2) deep")
     journal.lastSerial += 1
     journal.transactions.append(journal.lastSerial)
     return _Savepoint(

@@ -22,8 +22,13 @@ struct _Lifetime {
   /// while any handle lives instead.
   @usableFromInline var liveHandles = 0
   @usableFromInline var selfRetain: _MapCore?
+  /// Entities kept after their last holder went; see `RetentionPolicy`.
+  @usableFromInline var buffer: _ReleaseBuffer
 
-  @usableFromInline init() {}
+  @usableFromInline
+  init(retention: RetentionPolicy) {
+    buffer = _ReleaseBuffer(capacity: retention.capacity)
+  }
 
   /// Whether the write left lifetimes to settle.
   @inlinable
@@ -50,6 +55,7 @@ extension _MapCore {
   /// table per node and a slower load. Copies of one `EntityObserver` still share its handle.
   @inlinable
   func handle<Value>(for node: _Node<Value>) -> _Handle<Value> {
+    unbuffer(node)
     node.s.externalHolds += 1
     if lifetime.liveHandles == 0 { lifetime.selfRetain = self }
     lifetime.liveHandles += 1
@@ -101,7 +107,8 @@ extension _MapCore {
     lifetime.candidates.append(node)
   }
 
-  /// Runs deferred deinit work and purges what nobody holds, until nothing is left to do.
+  /// Runs deferred deinit work and purges what nobody holds (or buffers it, with retention),
+  /// until nothing is left to do.
   func settleLifetimes() {
     while true {
       while let work = lifetime.deferred.popLast() {
@@ -117,17 +124,23 @@ extension _MapCore {
         let node = lifetime.candidates[index]
         index += 1
         node.s.flags.remove(.candidate)
-        guard node.s.externalHolds == 0, !node.s.flags.contains(.purged) else { continue }
+        guard node.s.externalHolds == 0,
+          node.s.flags.isDisjoint(with: [.purged, .buffered])
+        else { continue }
         if node.s.internalHolds == 0 {
-          purge(node)
+          if buffers(node) { lifetime.buffer.enter(node) } else { purge(node) }
         } else if node.hasChildren {
           maybeCyclic.append(node)
         }
       }
       lifetime.candidates.removeAll(keepingCapacity: true)
+      while lifetime.buffer.overflows, let oldest = lifetime.buffer.evictOldest() {
+        purge(oldest)
+      }
       if !maybeCyclic.isEmpty {
         collectCycles(from: maybeCyclic)
-      } else if lifetime.deferred.isEmpty {
+      } else if lifetime.deferred.isEmpty && lifetime.candidates.isEmpty {
+        // NB: an eviction above may have left new candidates: its children.
         return
       }
     }
@@ -148,7 +161,8 @@ extension _MapCore {
   ///
   /// Trial deletion: subtract, for every link inside the subgraph reachable from the roots, one
   /// hold from its child. A node left with holds is held from outside the subgraph, and so is
-  /// everything it reaches; the rest is only held by itself and goes.
+  /// everything it reaches; the rest is only held by itself and goes, without passing through
+  /// the release buffer (a member of a cycle cannot leave alone).
   ///
   /// - Complexity: O(nodes and links reachable from `roots`).
   func collectCycles(from roots: [_AnyNode]) {
@@ -162,7 +176,10 @@ extension _MapCore {
       subgraph.append(node)
       stack.append(node)
     }
-    for root in roots where root.s.externalHolds == 0 && root.s.internalHolds > 0 {
+    for root in roots
+    where root.s.externalHolds == 0 && root.s.internalHolds > 0
+      && !root.s.flags.contains(.buffered)
+    {
       reach(root)
       while let node = stack.popLast() {
         for link in node.children {

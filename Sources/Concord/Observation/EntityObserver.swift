@@ -82,7 +82,7 @@ public struct EntityObserver<Value: Sendable>: Sendable {
   /// subscriber gets the value committed when the write ends, so that nothing uncommitted is
   /// ever delivered.
   private func subscribe(
-    includingCurrentValue: Bool, finishing: Bool = false,
+    includingCurrentValue: Bool, endsOnRemoval: Bool = false,
     _ make: (_ lastVersion: UInt64) -> _Subscriber<Value>,
     prepare: (Subscription) -> Void = { _ in }
   ) -> Subscription {
@@ -105,7 +105,7 @@ public struct EntityObserver<Value: Sendable>: Sendable {
     guard !insideWrite else { return subscription }
     let lock = core.deliveryLock
     if includingCurrentValue { subscriber.deliver(value, version: version, lock) }
-    if finishing && isRemoved { subscriber.finish(lock) }
+    if endsOnRemoval && isRemoved { subscriber.removed(value, lock) }
     return subscription
   }
 
@@ -118,10 +118,11 @@ public struct EntityObserver<Value: Sendable>: Sendable {
     let (stream, continuation) = AsyncStream.makeStream(
       of: Value.self, bufferingPolicy: .bufferingNewest(1))
     _ = subscribe(
-      includingCurrentValue: true, finishing: true,
+      includingCurrentValue: true, endsOnRemoval: true,
       {
         _Subscriber<Value>(
-          lastVersion: $0, onValue: { continuation.yield($0) }, onFinish: { continuation.finish() })
+          lastVersion: $0, onValue: { continuation.yield($0) },
+          onRemoval: { _ in continuation.finish() })
       },
       prepare: { subscription in continuation.onTermination = { _ in subscription.cancel() } })
     return stream
@@ -129,6 +130,26 @@ public struct EntityObserver<Value: Sendable>: Sendable {
 }
 
 extension EntityObserver where Value: Identifiable {
+  /// Calls `onRemove` once, with the last value, when the entity is removed from the map: by
+  /// `remove`, a removal cascade, or `removeAll`.
+  ///
+  /// It is not called when the entity is merely released because nothing holds it any more:
+  /// like every subscription, this one holds the entity while it lives. If the entity was
+  /// already removed, `onRemove` is called at once. A rolled-back transaction calls nothing.
+  ///
+  /// ```swift
+  /// let subscription = issue.observeRemoval { issue in
+  ///   navigator.close(screenFor: issue.id)
+  /// }
+  /// ```
+  ///
+  /// - Returns: A subscription. Keep it: releasing it cancels the observation.
+  public func observeRemoval(_ onRemove: @escaping @Sendable (Value) -> Void) -> Subscription {
+    subscribe(includingCurrentValue: false, endsOnRemoval: true) {
+      _Subscriber<Value>(lastVersion: $0, onValue: nil, onRemoval: onRemove)
+    }
+  }
+
   /// Whether the entity was removed from the map.
   ///
   /// A removed entity's handle keeps its last value, its streams are finished, and its

@@ -51,6 +51,7 @@ public final class Subscription: Hashable, Sendable {
 extension _MapCore {
   /// Adds `subscriber` to `node`: it holds the node from now on.
   func attach(_ subscriber: _AnySubscriber, to node: _AnyNode) {
+    unbuffer(node)
     node.extras.subscribers.append(subscriber)
     node.s.externalHolds += 1
   }

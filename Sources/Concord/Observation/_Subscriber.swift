@@ -14,46 +14,25 @@ class _AnySubscriber {
   final var lastVersion: UInt64
   /// Whether a thread is inside this subscriber's delivery loop.
   final var isDelivering = false
-  /// Cancelled or finished: nothing more is delivered.
+  /// Cancelled or ended: nothing more is delivered.
   final var isClosed = false
   /// Cancelled: the subscription let go of the node, or is about to.
   final var isCancelled = false
-  /// Whether the stream must finish once the parked values are delivered.
-  final var finishIsPending = false
-  /// Finishes a stream; `nil` for a callback, and once closed.
-  final var onFinish: (@Sendable () -> Void)?
 
-  init(lastVersion: UInt64, onFinish: (@Sendable () -> Void)?) {
+  init(lastVersion: UInt64) {
     self.lastVersion = lastVersion
-    self.onFinish = onFinish
   }
 
-  /// Drops the parked value and the callbacks, and returns them, so that the caller releases
+  /// Drops the parked values and the callbacks, and returns them, so that the caller releases
   /// them after unlocking: their captures' deinits are user code. Called under the delivery lock.
   func close() -> Any? {
     isClosed = true
-    defer { onFinish = nil }
-    return onFinish
-  }
-
-  /// Ends a stream after whatever was already accepted.
-  final func finish(_ lock: Lock) {
-    lock.lock()
-    guard !isClosed else { return lock.unlock() }
-    if isDelivering {
-      finishIsPending = true
-      return lock.unlock()
-    }
-    let finish = onFinish
-    let dropped = close()
-    lock.unlock()
-    finish?()
-    withExtendedLifetime(dropped) {}
+    return nil
   }
 
   /// Stops every later delivery and returns what it dropped, to be released by the caller once
-  /// it holds no lock; `nil` if it was already cancelled. A subscriber closed by a finish is
-  /// still cancelled once, so that its subscription gives back its hold.
+  /// it holds no lock; `nil` if it was already cancelled. A subscriber closed by its entity's
+  /// removal is still cancelled once, so that its subscription gives back its hold.
   ///
   /// NB: dropping the callback breaks the cycle of a callback that captures its own
   /// subscription.
@@ -66,33 +45,42 @@ class _AnySubscriber {
   }
 }
 
-/// A subscriber receiving values of type `Value`.
+/// A subscriber receiving values of type `Value`: each change (`onValue`), and the removal of
+/// its entity, with the last value (`onRemoval`: a stream finishes, `observeRemoval` is told).
 final class _Subscriber<Value: Sendable>: _AnySubscriber {
-  /// The callback; `nil` once closed.
+  /// The callbacks; `nil` once closed.
   private var onValue: (@Sendable (Value) -> Void)?
+  private var onRemoval: (@Sendable (Value) -> Void)?
   /// The newest value that arrived while a delivery was running.
   private var pending: Value?
+  /// The last value of the entity, when it was removed while a delivery was running.
+  private var pendingRemoval: Value?
 
   init(
-    lastVersion: UInt64, onValue: @escaping @Sendable (Value) -> Void,
-    onFinish: (@Sendable () -> Void)? = nil
+    lastVersion: UInt64, onValue: (@Sendable (Value) -> Void)?,
+    onRemoval: (@Sendable (Value) -> Void)? = nil
   ) {
     self.onValue = onValue
-    super.init(lastVersion: lastVersion, onFinish: onFinish)
+    self.onRemoval = onRemoval
+    super.init(lastVersion: lastVersion)
   }
 
   override func close() -> Any? {
-    let dropped = (super.close(), onValue, pending)
+    let dropped = (onValue, onRemoval, pending, pendingRemoval)
+    isClosed = true
     onValue = nil
+    onRemoval = nil
     pending = nil
+    pendingRemoval = nil
     return dropped
   }
 
   /// Delivers `value`, committed at `version`, unless a newer one was already accepted.
   func deliver(_ value: Value, version: UInt64, _ lock: Lock) {
     lock.lock()
-    guard !isClosed, version > lastVersion, let callback = onValue else { return lock.unlock() }
+    guard !isClosed, version > lastVersion else { return lock.unlock() }
     lastVersion = version
+    guard let callback = onValue else { return lock.unlock() }
     if isDelivering {
       let replaced = pending
       pending = value
@@ -102,27 +90,45 @@ final class _Subscriber<Value: Sendable>: _AnySubscriber {
     }
     isDelivering = true
     lock.unlock()
-    var next = value
-    var current = callback
+    callback(value)
+    drain(lock)
+  }
+
+  /// Tells the subscriber its entity was removed, with `lastValue`, after whatever was already
+  /// accepted; nothing is delivered after that.
+  func removed(_ lastValue: Value, _ lock: Lock) {
+    lock.lock()
+    guard !isClosed else { return lock.unlock() }
+    if isDelivering {
+      pendingRemoval = lastValue
+      return lock.unlock()
+    }
+    let callback = onRemoval
+    let dropped = close()
+    lock.unlock()
+    callback?(lastValue)
+    withExtendedLifetime(dropped) {}
+  }
+
+  /// Delivers what was parked while a callback ran, then leaves the delivery loop.
+  private func drain(_ lock: Lock) {
     while true {
-      current(next)
       lock.lock()
       if let parked = pending, let callback = onValue {
         pending = nil
         lock.unlock()
-        next = parked
-        current = callback
+        callback(parked)
         continue
       }
       isDelivering = false
-      var finish: (@Sendable () -> Void)?
+      var removal: (lastValue: Value, callback: (@Sendable (Value) -> Void)?)?
       var dropped: Any?
-      if finishIsPending && !isClosed {
-        finish = onFinish
+      if let lastValue = pendingRemoval, !isClosed {
+        removal = (lastValue, onRemoval)
         dropped = close()
       }
       lock.unlock()
-      finish?()
+      if let removal { removal.callback?(removal.lastValue) }
       withExtendedLifetime(dropped) {}
       return
     }

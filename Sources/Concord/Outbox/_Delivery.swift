@@ -25,18 +25,21 @@ final class _ValueDelivery<Value: Sendable>: _Delivery {
   }
 }
 
-/// The end of the streams of a removed entity.
-@usableFromInline
-final class _FinishDelivery: _Delivery {
+/// The removal of an entity, with its last value: its streams finish, its removal callbacks
+/// are called.
+final class _RemovalDelivery<Value: Sendable>: _Delivery {
+  let lastValue: Value
   let subscribers: [_AnySubscriber]
 
-  @usableFromInline
-  init(subscribers: [_AnySubscriber]) {
+  init(lastValue: Value, subscribers: [_AnySubscriber]) {
+    self.lastValue = lastValue
     self.subscribers = subscribers
   }
 
   override func run(_ lock: Lock) {
-    for subscriber in subscribers { subscriber.finish(lock) }
+    for subscriber in subscribers {
+      unsafeDowncast(subscriber, to: _Subscriber<Value>.self).removed(lastValue, lock)
+    }
   }
 }
 

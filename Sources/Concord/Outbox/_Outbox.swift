@@ -112,7 +112,7 @@ extension _MapCore {
   func publish(_ node: _AnyNode, _ kind: _ChangeKind) {
     if node.hasSubscribers {
       if kind == .removed && !node.s.flags.contains(.alias) {
-        outbox.deliveries.append(_FinishDelivery(subscribers: node.extras.subscribers))
+        outbox.deliveries.append(node.makeRemovalDelivery(to: node.extras.subscribers))
       } else if kind != .unchanged, let delivery = node.makeDelivery(version: frame.nextVersion()) {
         outbox.deliveries.append(delivery)
       }
@@ -155,7 +155,7 @@ extension _MapCore {
         // Created and taken out again within the write: nothing committed, but streams opened
         // on it meanwhile end.
         if node.hasSubscribers && node.s.flags.contains(.removed) {
-          outbox.deliveries.append(_FinishDelivery(subscribers: node.extras.subscribers))
+          outbox.deliveries.append(node.makeRemovalDelivery(to: node.extras.subscribers))
         }
         continue
       }
@@ -164,7 +164,7 @@ extension _MapCore {
     }
     for (node, subscriber) in outbox.initials where !told.contains(ObjectIdentifier(node)) {
       if node.s.flags.contains(.removed) && !node.s.flags.contains(.alias) {
-        outbox.deliveries.append(_FinishDelivery(subscribers: [subscriber]))
+        outbox.deliveries.append(node.makeRemovalDelivery(to: [subscriber]))
       } else {
         outbox.deliveries.append(node.makeDelivery(to: subscriber, version: frame.nextVersion()))
       }

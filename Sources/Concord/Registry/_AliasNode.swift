@@ -61,7 +61,7 @@ extension _MapCore {
   ) -> _AliasNode<Wrapped> {
     let node = aliasNode(id, schema: schema)
     noteHoldDropped(node)
-    writeTree(into: node, payload: value, stamp: stamp)
+    writeTree(into: node, payload: value, stamp: schema.stamp(of: value, call: stamp), call: stamp)
     return node
   }
 
@@ -71,15 +71,20 @@ extension _MapCore {
   ) -> Bool {
     guard let existing = registry.aliases[id] else { return false }
     let node = unsafeDowncast(existing, to: _AliasNode<Wrapped>.self)
-    guard var value = node.value else { return false }
-    guard node.admits(stamp) else {
+    guard let old = node.value else { return false }
+    let schema = node.aliasSchema
+    // NB: as in `update(_:id:stamp:_:)`, a stamped value's stamp is known from the result.
+    guard schema.stamp != nil || node.admits(stamp) || stamp == node.s.stamp else {
       outbox.logStale(node, incoming: stamp)
       return true
     }
+    var value = old
     runUserCode { body(&value) }
     // NB: the body may have removed the alias through a nested write.
     guard registry.aliases[id] === node, node.value != nil else { return false }
-    writeTree(into: node, payload: value, stamp: stamp)
+    let effective = updateStamp(of: Optional(value), from: old, schema: schema, call: stamp)
+    // NB: the entities the body returned are the update's own: they do not merge.
+    writeTree(into: node, payload: value, stamp: effective, call: stamp, mergeFromDepth: 2)
     return true
   }
 

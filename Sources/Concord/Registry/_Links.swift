@@ -8,6 +8,7 @@ extension _MapCore {
   /// - Complexity: O(1) amortized.
   @usableFromInline
   func link(_ parent: _AnyNode, to child: _AnyNode, accessor: Int32, position: Int32) {
+    unbuffer(child)
     let parentExtras = parent.extras
     let childExtras = child.extras
     parentExtras.children.append(

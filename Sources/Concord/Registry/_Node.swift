@@ -1,9 +1,9 @@
 /// Flags that outlive a write.
 @usableFromInline
 struct _NodeFlags: OptionSet, Sendable {
-  @usableFromInline let rawValue: UInt8
+  @usableFromInline let rawValue: UInt16
 
-  @inlinable init(rawValue: UInt8) { self.rawValue = rawValue }
+  @inlinable init(rawValue: UInt16) { self.rawValue = rawValue }
 
   /// The node is the entry of its table (an entity) or of the alias table (an alias).
   @usableFromInline static let registered = _NodeFlags(rawValue: 1 << 0)
@@ -22,6 +22,8 @@ struct _NodeFlags: OptionSet, Sendable {
   @usableFromInline static let alias = _NodeFlags(rawValue: 1 << 6)
   /// The node is the list behind a batch handle.
   @usableFromInline static let list = _NodeFlags(rawValue: 1 << 7)
+  /// The map's release buffer keeps the node, which nothing else holds; see `_ReleaseBuffer`.
+  @usableFromInline static let buffered = _NodeFlags(rawValue: 1 << 8)
 }
 
 /// Flags that only mean something during one pass of the graph (one claims-apply-settle run,
@@ -47,6 +49,8 @@ struct _PassBits: OptionSet, Sendable {
   @usableFromInline static let onPath = _PassBits(rawValue: 1 << 5)
   /// Taken out by the removal being computed.
   @usableFromInline static let removing = _PassBits(rawValue: 1 << 6)
+  /// Created by this pass: it has no stored value to merge into.
+  @usableFromInline static let fresh = _PassBits(rawValue: 1 << 7)
 }
 
 /// Everything a node knows besides its value, in one stored property.
@@ -66,7 +70,7 @@ struct _NodeState {
   @usableFromInline var bits: _PassBits = []
   /// 1 + the transaction level of the node's newest record in the write's journal; 0 when
   /// the write has not recorded it.
-  @usableFromInline var journalMark: UInt16 = 0
+  @usableFromInline var journalMark: UInt8 = 0
   /// While `bits` has `.offered`: the index of the node's winning claim in the pass.
   @usableFromInline var claimIndex: Int32 = 0
   /// The newest stamp applied, or NaN when none was.
@@ -228,6 +232,11 @@ class _AnyNode {
   @usableFromInline
   func expand(claim _: Int, _: _MapCore) { fatalError("abstract") }
 
+  /// For a ``Mergeable`` type, folds every occurrence chained to winning claim `index` into its
+  /// payload; see `_Node.mergeClaims(_:_:atExpansion:)`.
+  @usableFromInline
+  func mergeClaims(_: Int, _: _MapCore, atExpansion _: Bool) { fatalError("abstract") }
+
   /// Makes the payload of claim `index` the node's value.
   @usableFromInline
   func apply(claim _: Int, _: _MapCore) { fatalError("abstract") }
@@ -256,6 +265,10 @@ class _AnyNode {
   /// A snapshot of the value for the subscribers, to deliver after the lock is released.
   @usableFromInline
   func makeDelivery(version _: UInt64) -> _Delivery? { fatalError("abstract") }
+
+  /// The removal of the node, with its value, for `subscribers`.
+  @usableFromInline
+  func makeRemovalDelivery(to _: [_AnySubscriber]) -> _Delivery { fatalError("abstract") }
 
   /// A snapshot of the value for one subscriber, to deliver after the lock is released.
   @usableFromInline
@@ -374,6 +387,48 @@ class _Node<Value: Sendable>: _AnyNode {
     }
   }
 
+  /// Folds the stored value (unless the pass created the node) and every accepted occurrence
+  /// of the node into the payload of its winning claim `index`: the losing occurrences first,
+  /// in the order the claims walk met them, the winner last. An aggregate merges before it is
+  /// expanded, with the occurrences met so far; an entity without nested entities merges
+  /// before it is applied, with all of them. Does nothing unless `Value` is ``Mergeable``.
+  @usableFromInline
+  final override func mergeClaims(_ index: Int, _ core: _MapCore, atExpansion: Bool) {
+    let schema = schema(core)
+    guard let merge = schema.merge, schema.isLeaf != atExpansion,
+      core.scratch.claims[index].depth >= core.scratch.mergeFromDepth
+    else { return }
+    let fresh = s.bits.contains(.fresh)
+    var chain: [Int] = []
+    var next = Int(core.scratch.claims[index].previous)
+    while next >= 0 {
+      chain.append(next)
+      next = Int(core.scratch.claims[next].previous)
+    }
+    guard !(fresh && chain.isEmpty) else { return }
+    chain.sort()
+    chain.append(index)
+    let stash = stash(core)
+    var merged: Value? = fresh ? nil : value
+    var stamp: Stamp?
+    for claimIndex in chain {
+      let claim = core.scratch.claims[claimIndex]
+      guard claim.verdict == .accepted else { continue }
+      let payload = stash.values[Int(claim.payload)]
+      merged = merged.map { merge(payload, $0) } ?? payload
+      if let claimStamp = claim.stamp, !claimStamp.isNaN {
+        stamp = max(stamp ?? claimStamp, claimStamp)
+      }
+    }
+    // NB: a node none of whose occurrences applies keeps its winner's verdict.
+    guard let merged, chain.contains(where: { core.scratch.claims[$0].verdict == .accepted }) else {
+      return
+    }
+    core.scratch.claims[index].payload = stash.append(merged, core)
+    core.scratch.claims[index].verdict = .accepted
+    core.scratch.claims[index].stamp = stamp
+  }
+
   @usableFromInline
   final override func apply(claim index: Int, _ core: _MapCore) {
     value = stash(core).values[Int(core.scratch.claims[index].payload)]
@@ -398,6 +453,11 @@ class _Node<Value: Sendable>: _AnyNode {
   final override func makeDelivery(version: UInt64) -> _Delivery? {
     guard let subscribers = s.extras?.subscribers, !subscribers.isEmpty else { return nil }
     return _ValueDelivery(value: value, version: version, subscribers: subscribers)
+  }
+
+  @usableFromInline
+  final override func makeRemovalDelivery(to subscribers: [_AnySubscriber]) -> _Delivery {
+    _RemovalDelivery(lastValue: value, subscribers: subscribers)
   }
 
   @usableFromInline
