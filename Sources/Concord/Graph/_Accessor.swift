@@ -19,18 +19,31 @@ final class _Accessor<Root>: Sendable {
   @usableFromInline let remove: (@Sendable ([Int], inout Root) -> Void)?
   /// Removes every child from `root`; `nil` for a non-optional single entity.
   @usableFromInline let removeAll: (@Sendable (inout Root) -> Void)?
+  /// Makes two values agree at this key path, so that comparing them compares their own
+  /// fields only: removes the children of both, or, for a required child, gives the first the
+  /// second's child when both name the same entity. Returns `false` when they name different
+  /// ones. See `_Schema.ownFieldsEqual(_:_:)`.
+  @usableFromInline let align: @Sendable (inout Root, inout Root) -> Bool
 
   @usableFromInline
   init(
     forEachChild: @escaping @Sendable (Root, _MapCore) -> Void,
     fill: @escaping @Sendable (_AnyNode, Int, inout Root, _Materializer?) -> Void,
     remove: (@Sendable ([Int], inout Root) -> Void)?,
-    removeAll: (@Sendable (inout Root) -> Void)?
+    removeAll: (@Sendable (inout Root) -> Void)?,
+    align: (@Sendable (inout Root, inout Root) -> Bool)? = nil
   ) {
     self.forEachChild = forEachChild
     self.fill = fill
     self.remove = remove
     self.removeAll = removeAll
+    self.align =
+      align
+      ?? { [removeAll = removeAll.unsafelyUnwrapped] first, second in
+        removeAll(&first)
+        removeAll(&second)
+        return true
+      }
   }
 
   /// Writes the stored value of `child` into `root` at `position`.
@@ -52,7 +65,12 @@ extension _Accessor {
         root[keyPath: keyPath] = _Node<C>._value(of: child, materializer)
       },
       remove: nil,
-      removeAll: nil
+      removeAll: nil,
+      align: { first, second in
+        guard first[keyPath: keyPath].id == second[keyPath: keyPath].id else { return false }
+        first[keyPath: keyPath] = second[keyPath: keyPath]
+        return true
+      }
     )
   }
 

@@ -48,6 +48,19 @@ final class _Schema<Root>: Sendable {
     merge = nil
   }
 
+  /// Whether two values have the same own fields, their nested entities aside (a required
+  /// nested entity must be the same entity); `false` unless `Root` is `Equatable`. Two values
+  /// of an aggregate with equal stamps are compared so: their nested entities are written on
+  /// their own stamps anyway.
+  @usableFromInline
+  func ownFieldsEqual(_ first: Root, _ second: Root) -> Bool {
+    guard let equality else { return false }
+    var first = first
+    var second = second
+    for accessor in accessors where !accessor.align(&first, &second) { return false }
+    return equality.equal(first, second)
+  }
+
   /// The stamp a write of `value` carries: the value's own when it is ``Stamped`` and has one,
   /// the call's otherwise.
   @inlinable
