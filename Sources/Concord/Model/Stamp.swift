@@ -6,15 +6,23 @@
 
 /// The modification time of a write: higher is newer.
 ///
-/// Pass a stamp as `modifiedAt:` to refuse stale writes, for instance the `updatedAt` of a REST
-/// payload or the sequence number of a websocket event. The map remembers the newest stamp it
-/// applied to each entity and discards a stamped write that is not strictly newer:
+/// Stamps refuse stale writes: the map remembers the newest stamp it applied to each entity and
+/// discards a stamped write that is not strictly newer. Take them from the server, not from the
+/// time a response arrived: two responses can arrive in the opposite order from the one in
+/// which the server produced them, and only the server's clock orders them. The best source is
+/// each entity's own `updated_at`: make the type ``Stamped`` and every path that writes it,
+/// nested and batch writes included, compares its own stamp. For an event stream without
+/// timestamps, pass its sequence number as `modifiedAt:`.
 ///
 /// | incoming stamp | entity never stamped | entity stamped `s` |
 /// |---|---|---|
 /// | `nil` | applies | applies, `s` is kept |
 /// | `t` (a number) | applies, `t` is recorded | applies and records `t` only if `t > s` |
 /// | `.nan` | applies, nothing is recorded | discarded (and logged) |
+///
+/// A write stamped exactly `s` is discarded too, unless its value is `==` to the stored one,
+/// which is a quiet no-op (a refetch of unchanged data), or its type accepts equal stamps
+/// (``Stamped/acceptsEqualStamps``).
 ///
 /// Infinities are ordinary numbers here: `-.infinity` is older than every finite stamp, and once
 /// `+.infinity` is recorded every later stamped write to that entity is discarded.
@@ -23,8 +31,14 @@ public typealias Stamp = Double
 extension Date {
   /// This date as a ``Stamp``: seconds since 1970.
   ///
+  /// An instance property: `issue.updatedAt.stamp`, or `Date().stamp` for now.
+  ///
   /// ```swift
-  /// map.store(author, modifiedAt: Date().stamp)
+  /// struct Issue: Stamped, Identifiable, Sendable {
+  ///   var id: Int
+  ///   var updatedAt: Date
+  ///   var stamp: Stamp? { updatedAt.stamp }
+  /// }
   /// ```
   public var stamp: Stamp { timeIntervalSince1970 }
 }
