@@ -33,8 +33,10 @@ struct Demo {
 
     console.write("GET /feed?page=1")
     let page = try client.loadFeed(ScriptedServer.feedPage)
+    console.write("GET /authors/1")
+    let profile = try client.loadAuthor(ScriptedServer.authorProfile)
     let feed = Screen.feed(page, console: console, quiet: false)
-    let author = Screen.author(map.find(Author.self, id: 1)!, console: console, quiet: false)
+    let author = Screen.author(profile, console: console, quiet: false)
 
     console.write("GET /books/dune")
     var bookScreen: Screen<Book>? = .book(

@@ -2,19 +2,42 @@ import Concord
 
 // The reading app's models: plain Codable structs, decoded straight from the server's JSON.
 
-/// A writer.
-struct Author: Identifiable, Sendable, Equatable, Codable {
+/// A writer. The feed nests a stub (id and name); the profile adds a bio and the server's
+/// `updated_at`. `Mergeable`, so that a stub never wipes the bio; `Stamped`, so that the
+/// profile's own stamp is the one compared.
+struct Author: Mergeable, Stamped, Equatable, Codable {
   var id: Int
   var name: String
+  var bio: String?
+  var updatedAt: Double?
+
+  var stamp: Stamp? { updatedAt }
+
+  static func merge(_ incoming: Author, into stored: Author) -> Author {
+    incoming.keepingStoredValues(of: stored, whereNil: \.bio, \.updatedAt)
+  }
+
+  enum CodingKeys: String, CodingKey {
+    case id, name, bio
+    case updatedAt = "updated_at"
+  }
 }
 
-/// A book, with its author nested: an aggregate.
-struct Book: Aggregate, Equatable, Codable {
+/// A book, with its author nested: an aggregate, stamped by the server.
+struct Book: Aggregate, Stamped, Equatable, Codable {
   var id: String
   var title: String
   var author: Author
+  var updatedAt: Double?
+
+  var stamp: Stamp? { updatedAt }
 
   static var nestedEntities: [NestedEntity<Book>] { [.init(\.author)] }
+
+  enum CodingKeys: String, CodingKey {
+    case id, title, author
+    case updatedAt = "updated_at"
+  }
 }
 
 /// One page of the home feed: an aggregate of aggregates.

@@ -16,15 +16,21 @@ final class ReadingClient: Sendable {
   // MARK: REST
 
   /// Stores a feed page and returns a handle on it.
+  ///
+  /// NB: no `modifiedAt`: each book carries its own `updated_at`, and the author stubs carry
+  /// none, which is right: a stub is not as new as the book that nests it.
   func loadFeed(_ data: Data) throws -> EntityObserver<FeedPage> {
-    let response = try ScriptedServer.decode(FeedPage.self, from: data)
-    return map.store(response.payload, modifiedAt: response.stamp)
+    map.store(try ScriptedServer.decode(FeedPage.self, from: data).payload)
+  }
+
+  /// Stores an author's profile, merged into what the feed's stubs said.
+  func loadAuthor(_ data: Data) throws -> EntityObserver<Author> {
+    map.store(try ScriptedServer.decode(Author.self, from: data).payload)
   }
 
   /// Stores a book and returns a handle on it.
   func loadBook(_ data: Data) throws -> EntityObserver<Book> {
-    let response = try ScriptedServer.decode(Book.self, from: data)
-    return map.store(response.payload, modifiedAt: response.stamp)
+    map.store(try ScriptedServer.decode(Book.self, from: data).payload)
   }
 
   /// Stores the signed-in user in the `currentUser` alias.
@@ -39,13 +45,18 @@ final class ReadingClient: Sendable {
   func apply(_ event: Event) {
     switch event {
     case .authorRenamed(let author, let stamp):
+      // The event's author is a stub: merged, it keeps the bio.
       map.store(author, modifiedAt: stamp)
     case .bookRetitled(let id, let title, let stamp):
-      map.update(Book.self, id: id, modifiedAt: stamp) { $0.title = title }
+      // A book is Stamped: the event's stamp becomes its own.
+      map.update(Book.self, id: id) {
+        $0.title = title
+        $0.updatedAt = stamp
+      }
     case .bookPublished(let book, let stamp):
       // New books land on the first page of the feed, if the app has it. The book carries the
-      // event's stamp; the page is rewritten unstamped, so that the books and authors it
-      // already shows keep theirs.
+      // event's stamp (unless it has its own); the page is rewritten unstamped, and the books
+      // and authors it already shows keep theirs.
       map.transaction { _ in
         map.store(book, modifiedAt: stamp)
         map.update(FeedPage.self, id: 1) { $0.books.append(book) }

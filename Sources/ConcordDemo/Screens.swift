@@ -73,7 +73,9 @@ extension Screen where Value == Book {
 extension Screen where Value == Author {
   /// An author's profile.
   static func author(_ author: EntityObserver<Author>, console: Console, quiet: Bool) -> Screen {
-    Screen("author", showing: author, console: console, quiet: quiet) { $0.name }
+    Screen("author", showing: author, console: console, quiet: quiet) { author in
+      author.name + (author.bio.map { " (\($0))" } ?? "")
+    }
   }
 }
 

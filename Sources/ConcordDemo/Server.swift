@@ -3,15 +3,24 @@ import Foundation
 /// The scripted server the demo talks to: REST responses and a websocket script, as the JSON a
 /// real server would send.
 enum ScriptedServer {
-  /// `GET /feed?page=1`: three books, two by the same author.
+  /// `GET /feed?page=1`: three books, two by the same author, each stamped with its own
+  /// `updated_at`; the authors are stubs, without bio or stamp.
   static var feedPage: Data {
     Data(
       """
       {"stamp": 100, "page": {"id": 1, "books": [
-        {"id": "earthsea", "title": "A Wizard of Earthsea", "author": {"id": 1, "name": "Ursula Le Guin"}},
-        {"id": "left-hand", "title": "The Left Hand of Darkness", "author": {"id": 1, "name": "Ursula Le Guin"}},
-        {"id": "kindred", "title": "Kindred", "author": {"id": 3, "name": "Octavia Butler"}}
+        {"id": "earthsea", "title": "A Wizard of Earthsea", "updated_at": 100, "author": {"id": 1, "name": "Ursula Le Guin"}},
+        {"id": "left-hand", "title": "The Left Hand of Darkness", "updated_at": 98, "author": {"id": 1, "name": "Ursula Le Guin"}},
+        {"id": "kindred", "title": "Kindred", "updated_at": 99, "author": {"id": 3, "name": "Octavia Butler"}}
       ]}}
+      """.utf8)
+  }
+
+  /// `GET /authors/1`: Ursula's full profile, last updated before the books that nest her.
+  static var authorProfile: Data {
+    Data(
+      """
+      {"stamp": 100, "author": {"id": 1, "name": "Ursula Le Guin", "bio": "wrote Earthsea", "updated_at": 90}}
       """.utf8)
   }
 
@@ -19,7 +28,7 @@ enum ScriptedServer {
   static var book: Data {
     Data(
       """
-      {"stamp": 100, "book": {"id": "dune", "title": "Dune", "author": {"id": 2, "name": "Frank Herbert"}}}
+      {"stamp": 100, "book": {"id": "dune", "title": "Dune", "updated_at": 100, "author": {"id": 2, "name": "Frank Herbert"}}}
       """.utf8)
   }
 

@@ -46,6 +46,9 @@ struct DemoTests {
     #expect(text.contains("ws line 6: unknown event type \"book.burned\" (skipped)"))
     #expect(text.contains("ws line 7: malformed JSON (skipped)"))
     #expect(!text.contains("released FeedPage"), "the final teardown stays quiet")
+    #expect(
+      text.contains("author │ Ursula K. Le Guin (wrote Earthsea)"),
+      "the renaming event's stub merges into the profile: the bio stays")
   }
 
   @Test func theOutputIsDeterministic() throws {

@@ -143,12 +143,17 @@ struct StampedTests {
     #expect(reporter._handle.node.s.stamp == 12)
   }
 
-  @Test func anUpdateThatLeavesTheStampAloneApplies() {
+  @Test func anUpdateThatLeavesTheStampAloneWritesWithTheCallsStamp() {
     let map = IdentityMap()
     let reporter = map.store(Reporter(id: 1, name: "A", updatedAt: 10))
-    map.update(Reporter.self, id: 1, modifiedAt: 3) { $0.name = "local edit" }
-    #expect(reporter.value.name == "local edit")
-    #expect(reporter._handle.node.s.stamp == 10, "the stamp stays")
+    map.update(Reporter.self, id: 1) { $0.name = "local edit" }
+    #expect(reporter.value.name == "local edit", "no stamp: it applies")
+    #expect(reporter._handle.node.s.stamp == 10, "and the stamp stays")
+    map.update(Reporter.self, id: 1, modifiedAt: 3) { $0.name = "late event" }
+    #expect(reporter.value.name == "local edit", "3 is older than 10")
+    map.update(Reporter.self, id: 1, modifiedAt: 12) { $0.name = "event" }
+    #expect(reporter.value.name == "event")
+    #expect(reporter._handle.node.s.stamp == 12)
   }
 
   @Test func equalStampsAreRefusedUnlessTheTypeAcceptsThem() {

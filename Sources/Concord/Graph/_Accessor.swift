@@ -20,9 +20,9 @@ final class _Accessor<Root>: Sendable {
   /// Removes every child from `root`; `nil` for a non-optional single entity.
   @usableFromInline let removeAll: (@Sendable (inout Root) -> Void)?
   /// Makes two values agree at this key path, so that comparing them compares their own
-  /// fields only: removes the children of both, or, for a required child, gives the first the
-  /// second's child when both name the same entity. Returns `false` when they name different
-  /// ones. See `_Schema.ownFieldsEqual(_:_:)`.
+  /// fields only: when both hold the same entities there (by id, in order), gives the first
+  /// the second's; returns `false` when they hold different ones. See
+  /// `_Schema.ownFieldsEqual(_:_:)`.
   @usableFromInline let align: @Sendable (inout Root, inout Root) -> Bool
 
   @usableFromInline
@@ -31,19 +31,13 @@ final class _Accessor<Root>: Sendable {
     fill: @escaping @Sendable (_AnyNode, Int, inout Root, _Materializer?) -> Void,
     remove: (@Sendable ([Int], inout Root) -> Void)?,
     removeAll: (@Sendable (inout Root) -> Void)?,
-    align: (@Sendable (inout Root, inout Root) -> Bool)? = nil
+    align: @escaping @Sendable (inout Root, inout Root) -> Bool
   ) {
     self.forEachChild = forEachChild
     self.fill = fill
     self.remove = remove
     self.removeAll = removeAll
-    self.align =
-      align
-      ?? { [removeAll = removeAll.unsafelyUnwrapped] first, second in
-        removeAll(&first)
-        removeAll(&second)
-        return true
-      }
+    self.align = align
   }
 
   /// Writes the stored value of `child` into `root` at `position`.
@@ -87,7 +81,12 @@ extension _Accessor {
         root[keyPath: keyPath] = _Node<C>._value(of: child, materializer)
       },
       remove: { _, root in root[keyPath: keyPath] = nil },
-      removeAll: { root in root[keyPath: keyPath] = nil }
+      removeAll: { root in root[keyPath: keyPath] = nil },
+      align: { first, second in
+        guard first[keyPath: keyPath]?.id == second[keyPath: keyPath]?.id else { return false }
+        first[keyPath: keyPath] = second[keyPath: keyPath]
+        return true
+      }
     )
   }
 
@@ -107,7 +106,14 @@ extension _Accessor {
       remove: { positions, root in
         root[keyPath: keyPath]._removeOffsets(positions)
       },
-      removeAll: { root in root[keyPath: keyPath].removeAll() }
+      removeAll: { root in root[keyPath: keyPath].removeAll() },
+      align: { first, second in
+        guard first[keyPath: keyPath].map(\.id) == second[keyPath: keyPath].map(\.id) else {
+          return false
+        }
+        first[keyPath: keyPath] = second[keyPath: keyPath]
+        return true
+      }
     )
   }
 
@@ -127,7 +133,14 @@ extension _Accessor {
       remove: { positions, root in
         root[keyPath: keyPath]?._removeOffsets(positions)
       },
-      removeAll: { root in root[keyPath: keyPath]?.removeAll() }
+      removeAll: { root in root[keyPath: keyPath]?.removeAll() },
+      align: { first, second in
+        guard first[keyPath: keyPath]?.map(\.id) == second[keyPath: keyPath]?.map(\.id) else {
+          return false
+        }
+        first[keyPath: keyPath] = second[keyPath: keyPath]
+        return true
+      }
     )
   }
 }

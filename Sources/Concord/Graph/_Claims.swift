@@ -102,15 +102,15 @@ extension _MapCore {
 
   /// What the stamp says about writing `payload`, stamped `stamp`, into `node`.
   ///
-  /// An equal stamp applies when the type accepts equal stamps; otherwise it is a quiet no-op
-  /// when the value (merged, for a `Mergeable` type) is `==` to the stored one, and stale when
-  /// it is not. An aggregate's own fields are compared, without its nested entities: those
-  /// are written on their own stamps anyway, and a refetched page nesting stubs is no change.
+  /// An equal stamp applies when the type accepts equal stamps. Otherwise a write the stamp
+  /// refuses is a quiet no-op when the value (merged, for a `Mergeable` type) is `==` to the
+  /// stored one, since refusing it loses nothing, and stale, refused and logged, when it is
+  /// not. An aggregate's own fields are compared, without its nested entities: those are
+  /// written on their own stamps anyway, and a refetched page nesting stubs is no change.
   @inlinable
   func verdict<V>(_ node: _Node<V>, _ payload: V, _ schema: _Schema<V>, stamp: Stamp?) -> _Verdict {
     if node.admits(stamp) { return .accepted }
-    guard let stamp, stamp == node.s.stamp else { return .stale }
-    if schema.acceptsEqualStamps { return .accepted }
+    if schema.acceptsEqualStamps && stamp == node.s.stamp { return .accepted }
     let merged = schema.merge.map { $0(payload, node.value) } ?? payload
     return schema.ownFieldsEqual(node.value, merged) ? .unchanged : .stale
   }

@@ -165,11 +165,11 @@ extension _MapCore {
   }
 
   /// The stamp of an `update` whose body turned `old` into `new`: the new value's own when it
-  /// is ``Stamped`` and the body changed it, none when the body left it as it was (an
-  /// unstamped write, which keeps the stored stamp), the call's otherwise.
+  /// is ``Stamped`` and the body changed it; otherwise the call's (and with none, the write is
+  /// unstamped and keeps the stored stamp).
   @inlinable
   func updateStamp<V>(of new: V, from old: V, schema: _Schema<V>, call: Stamp?) -> Stamp? {
     guard let stampOf = schema.stamp, let newStamp = stampOf(new) else { return call }
-    return newStamp == stampOf(old) ? nil : newStamp
+    return newStamp == stampOf(old) ? call : newStamp
   }
 }

@@ -26,7 +26,8 @@
 ///   issue".
 /// - An alias records the stamp of the value written to it.
 /// - `update` compares and records the stamp of the value its body returns. A body that leaves
-///   the stamp as it was makes an unstamped write: it applies, and the stamp stays.
+///   the stamp as it was writes with the call's `modifiedAt` instead, and with none it applies
+///   and the stored stamp stays: a local edit is not refused for keeping the server's stamp.
 public protocol Stamped {
   /// When this value was last modified; higher is newer. `nil` when unknown.
   var stamp: Stamp? { get }
