@@ -46,3 +46,78 @@ final class AggregateFloor: @unchecked Sendable {
     lock.unlock()
   }
 }
+
+/// The floor of `store.merge`: entries and users in dictionaries behind one lock, each stub
+/// merged into the stored user with the same `merge`.
+final class MergeFloor: @unchecked Sendable {
+  // NB: @unchecked because the dictionaries are only touched while holding `lock`.
+  private let lock = Lock(recursive: true)
+  private var entries: [Int: Entry] = [:]
+  private var users: [Int: Profile] = [:]
+
+  func store(_ user: Profile) {
+    lock.withLock { users[user.id] = user }
+  }
+
+  @inline(__always)
+  func store(_ page: [Entry]) {
+    lock.lock()
+    for var entry in page {
+      let user =
+        users[entry.author.id].map { Profile.merge(entry.author, into: $0) } ?? entry.author
+      users[user.id] = user
+      entry.author = user
+      entries[entry.id] = entry
+    }
+    lock.unlock()
+  }
+}
+
+/// The floor of `retention.churn`: a dictionary with a least-recently-released queue, evicting
+/// the oldest beyond its capacity, behind one lock.
+final class LRUFloor: @unchecked Sendable {
+  // NB: @unchecked because every field is only touched while holding `lock`.
+  private let lock = Lock(recursive: true)
+  private let capacity: Int
+  private var values: [Int: (value: Model, ticket: Int)] = [:]
+  private var queue: [(id: Int, ticket: Int)] = []
+  private var head = 0
+  private var ticket = 0
+
+  init(capacity: Int) {
+    self.capacity = capacity
+  }
+
+  /// Stores `value` as the most recently released.
+  @inline(__always)
+  func store(_ value: Model) {
+    lock.lock()
+    release(value)
+    lock.unlock()
+  }
+
+  /// Finds the value of `id` and releases it again, as the most recently released.
+  @inline(__always)
+  func revive(_ id: Int) -> Model? {
+    lock.lock()
+    defer { lock.unlock() }
+    guard let found = values[id]?.value else { return nil }
+    release(found)
+    return found
+  }
+
+  private func release(_ value: Model) {
+    ticket += 1
+    values[value.id] = (value, ticket)
+    queue.append((value.id, ticket))
+    while values.count > capacity, head < queue.count {
+      let (id, stale) = queue[head]
+      head += 1
+      if values[id]?.ticket == stale { values[id] = nil }
+    }
+    if head > 4_096 && head * 2 > queue.count {
+      queue.removeFirst(head)
+      head = 0
+    }
+  }
+}

@@ -47,3 +47,37 @@ struct Review: Aggregate, Equatable {
   var author: Person
   static var nestedEntities: [NestedEntity<Review>] { [.init(\.author)] }
 }
+
+/// A user as list endpoints nest it: a stub without `name` and `bio`, merged into the profile.
+struct Profile: Mergeable, Equatable {
+  var id: Int
+  var login: String
+  var name: String?
+  var bio: String?
+
+  static func merge(_ incoming: Profile, into stored: Profile) -> Profile {
+    incoming.keepingStoredValues(of: stored, whereNil: \.name, \.bio)
+  }
+
+  static func full(_ id: Int) -> Profile {
+    Profile(id: id, login: "user-\(id)", name: "User \(id)", bio: "bio of \(id)")
+  }
+
+  static func stub(_ id: Int) -> Profile {
+    Profile(id: id, login: "user-\(id)", name: nil, bio: nil)
+  }
+}
+
+/// The aggregate of `store.merge`: an entry of a list, nesting its author's stub.
+struct Entry: Aggregate, Equatable {
+  var id: Int
+  var title: String
+  var author: Profile
+  static var nestedEntities: [NestedEntity<Entry>] { [.init(\.author)] }
+
+  init(_ id: Int, users: Int) {
+    self.id = id
+    title = "entry-\(id)"
+    author = .stub(id % users)
+  }
+}

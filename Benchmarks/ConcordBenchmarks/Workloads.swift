@@ -14,7 +14,7 @@ struct Workloads {
   static let names = [
     "store.insert", "store.replace", "find.hit", "find.miss", "store.batch", "store.aggregate",
     "propagate.fanout1000", "notify.callback", "transaction.batch100", "concurrent.read90",
-    "scale.find.1M", "memory.perEntity",
+    "scale.find.1M", "memory.perEntity", "store.merge", "retention.churn",
   ]
 
   func run(_ name: String) -> Result {
@@ -31,6 +31,8 @@ struct Workloads {
     case "concurrent.read90": concurrentRead()
     case "scale.find.1M": scaleFind()
     case "memory.perEntity": memoryPerEntity()
+    case "store.merge": storeMerge()
+    case "retention.churn": retentionChurn()
     default: fatalError("unknown workload \(name)")
     }
   }
@@ -350,6 +352,73 @@ struct Workloads {
     result.bytesPerEntity = mapBytes
     result.baselineBytesPerEntity = floorBytes
     return result
+  }
+
+  // MARK: Real payloads
+
+  /// Pages of 100 aggregates nesting user stubs, each merged into the user's held profile.
+  /// Reported per page; 10 entries share each user.
+  func storeMerge() -> Result {
+    let users = max(n / 10, 1)
+    let pages = stride(from: 0, to: n, by: 100).map { start in
+      (start..<min(start + 100, n)).map { Entry($0, users: users) }
+    }
+    return compare(
+      "store.merge",
+      map: {
+        let map = IdentityMap()
+        let profiles = (0..<users).map { map.store(Profile.full($0)) }
+        var handles: [EntityObserver<[Entry]>] = []
+        handles.reserveCapacity(pages.count)
+        let ns = nanoseconds {
+          for page in pages { handles.append(map.store(page)) }
+        }
+        precondition(profiles[0].value.name != nil, "a stub wiped the profile")
+        blackHole((handles.count, profiles.count))
+        return ns / Double(pages.count)
+      },
+      floor: {
+        let floor = MergeFloor()
+        for id in 0..<users { floor.store(Profile.full(id)) }
+        let ns = nanoseconds {
+          for page in pages { floor.store(page) }
+        }
+        blackHole(floor)
+        return ns / Double(pages.count)
+      })
+  }
+
+  /// Stores `n` entities nobody holds through a release buffer of `n / 10`, reviving (finding,
+  /// then releasing again) one in ten of the last thousand stored. Reported per operation.
+  func retentionChurn() -> Result {
+    let capacity = max(n / 10, 1)
+    let models = (0..<n).map { Model($0) }
+    let revivals = (0..<n).map { $0 % 10 == 0 ? max($0 - 1_000, 0) : -1 }
+    let operations = Double(n + n / 10)
+    return compare(
+      "retention.churn",
+      map: {
+        let map = IdentityMap(retention: .keepReleased(capacity))
+        let ns = nanoseconds {
+          for index in 0..<n {
+            blackHole(map.store(models[index]))
+            if revivals[index] >= 0 { blackHole(map.find(Model.self, id: revivals[index])) }
+          }
+        }
+        precondition(map.count == capacity, "the buffer holds \(map.count), not \(capacity)")
+        return ns / operations
+      },
+      floor: {
+        let floor = LRUFloor(capacity: capacity)
+        let ns = nanoseconds {
+          for index in 0..<n {
+            floor.store(models[index])
+            if revivals[index] >= 0 { blackHole(floor.revive(revivals[index])) }
+          }
+        }
+        blackHole(floor)
+        return ns / operations
+      })
   }
 }
 
