@@ -83,11 +83,17 @@ struct PropagationDepthTests {
     let draft = map.store(Draft(id: 1, author: .ged))
     let calls = Locked(0)
     let subscription = draft.observe { _ in calls.increment() }
-    map.store(Self.renamed)
-    map.store(Self.renamed)
+    // Two equal names in two buffers: long strings are not stored inline.
+    let long = { Author(id: Self.renamed.id, name: String(repeating: "Sparrowhawk ", count: 3)) }
+    map.store(long())
+    map.store(long())
     #expect(
       calls.value == 2,
       "each write reaches the draft; without `==` it cannot tell that nothing changed")
+    let same = long()
+    map.store(same)
+    map.store(same)
+    #expect(calls.value == 3, "a write of the very same value (same buffers) reaches nobody")
     subscription.cancel()
   }
 

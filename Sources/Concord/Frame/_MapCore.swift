@@ -53,13 +53,6 @@ final class _MapCore: @unchecked Sendable {
     lifetime = _Lifetime(retention: retention)
   }
 
-  deinit {
-    // NB: links are strong, so what an alias still held may form cycles by identity; drop
-    // every link so that the tables' release frees all nodes. Nothing else can reach them now.
-    registry.forEachEntityNode { $0.s.extras?.children.removeAll() }
-    for alias in registry.aliases.values { alias.s.extras?.children.removeAll() }
-  }
-
   // MARK: Entering and leaving the lock
 
   /// Runs `body` under the lock without writing.

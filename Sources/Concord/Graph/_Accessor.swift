@@ -53,16 +53,17 @@ extension _Accessor {
   static func single<C: Identifiable & Sendable>(_ keyPath: WritableKeyPath<Root, C> & Sendable)
     -> _Accessor
   {
-    _Accessor(
-      forEachChild: { root, core in core.visit(root[keyPath: keyPath], position: 0) },
+    let field = _Field(keyPath)
+    return _Accessor(
+      forEachChild: { root, core in core.visit(field.get(root), position: 0) },
       fill: { child, _, root, materializer in
-        root[keyPath: keyPath] = _Node<C>._value(of: child, materializer)
+        field.set(&root, _Node<C>._value(of: child, materializer))
       },
       remove: nil,
       removeAll: nil,
       align: { first, second in
-        guard first[keyPath: keyPath].id == second[keyPath: keyPath].id else { return false }
-        first[keyPath: keyPath] = second[keyPath: keyPath]
+        guard field.get(first).id == field.get(second).id else { return false }
+        field.set(&first, field.get(second))
         return true
       }
     )
@@ -73,18 +74,19 @@ extension _Accessor {
   static func optional<C: Identifiable & Sendable>(_ keyPath: WritableKeyPath<Root, C?> & Sendable)
     -> _Accessor
   {
-    _Accessor(
+    let field = _Field(keyPath)
+    return _Accessor(
       forEachChild: { root, core in
-        if let child = root[keyPath: keyPath] { core.visit(child, position: 0) }
+        if let child = field.get(root) { core.visit(child, position: 0) }
       },
       fill: { child, _, root, materializer in
-        root[keyPath: keyPath] = _Node<C>._value(of: child, materializer)
+        field.set(&root, _Node<C>._value(of: child, materializer))
       },
-      remove: { _, root in root[keyPath: keyPath] = nil },
-      removeAll: { root in root[keyPath: keyPath] = nil },
+      remove: { _, root in field.set(&root, nil) },
+      removeAll: { root in field.set(&root, nil) },
       align: { first, second in
-        guard first[keyPath: keyPath]?.id == second[keyPath: keyPath]?.id else { return false }
-        first[keyPath: keyPath] = second[keyPath: keyPath]
+        guard field.get(first)?.id == field.get(second)?.id else { return false }
+        field.set(&first, field.get(second))
         return true
       }
     )
@@ -97,21 +99,21 @@ extension _Accessor {
   static func collection<C: MutableCollection & RangeReplaceableCollection & Sendable>(
     _ keyPath: WritableKeyPath<Root, C> & Sendable
   ) -> _Accessor where C.Element: Identifiable & Sendable {
-    _Accessor(
-      forEachChild: { root, core in core.visitAll(root[keyPath: keyPath]) },
+    let field = _Field(keyPath)
+    return _Accessor(
+      forEachChild: { root, core in core.visitAll(field.get(root)) },
       fill: { child, position, root, materializer in
-        root[keyPath: keyPath]._replace(
-          at: position, with: _Node<C.Element>._value(of: child, materializer))
+        let element = _Node<C.Element>._value(of: child, materializer)
+        field.modify(&root) { $0._replace(at: position, with: element) }
       },
       remove: { positions, root in
-        root[keyPath: keyPath]._removeOffsets(positions)
+        field.modify(&root) { $0._removeOffsets(positions) }
       },
-      removeAll: { root in root[keyPath: keyPath].removeAll() },
+      removeAll: { root in field.modify(&root) { $0.removeAll() } },
       align: { first, second in
-        guard first[keyPath: keyPath].map(\.id) == second[keyPath: keyPath].map(\.id) else {
-          return false
-        }
-        first[keyPath: keyPath] = second[keyPath: keyPath]
+        let theirs = field.get(second)
+        guard field.get(first).map(\.id) == theirs.map(\.id) else { return false }
+        field.set(&first, theirs)
         return true
       }
     )
@@ -122,26 +124,69 @@ extension _Accessor {
   static func optionalCollection<C: MutableCollection & RangeReplaceableCollection & Sendable>(
     _ keyPath: WritableKeyPath<Root, C?> & Sendable
   ) -> _Accessor where C.Element: Identifiable & Sendable {
-    _Accessor(
+    let field = _Field(keyPath)
+    return _Accessor(
       forEachChild: { root, core in
-        if let children = root[keyPath: keyPath] { core.visitAll(children) }
+        if let children = field.get(root) { core.visitAll(children) }
       },
       fill: { child, position, root, materializer in
-        root[keyPath: keyPath]!._replace(
-          at: position, with: _Node<C.Element>._value(of: child, materializer))
+        let element = _Node<C.Element>._value(of: child, materializer)
+        field.modify(&root) { $0!._replace(at: position, with: element) }
       },
       remove: { positions, root in
-        root[keyPath: keyPath]?._removeOffsets(positions)
+        field.modify(&root) { $0?._removeOffsets(positions) }
       },
-      removeAll: { root in root[keyPath: keyPath]?.removeAll() },
+      removeAll: { root in field.modify(&root) { $0?.removeAll() } },
       align: { first, second in
-        guard first[keyPath: keyPath]?.map(\.id) == second[keyPath: keyPath]?.map(\.id) else {
-          return false
-        }
-        first[keyPath: keyPath] = second[keyPath: keyPath]
+        let theirs = field.get(second)
+        guard field.get(first)?.map(\.id) == theirs?.map(\.id) else { return false }
+        field.set(&first, theirs)
         return true
       }
     )
+  }
+}
+
+/// A writable key path into a value, read and written straight at its offset when it names a
+/// stored property (most nested entities do), and through the key path otherwise (a computed
+/// property, such as an enum payload's).
+///
+/// NB: applying a key path is a runtime call that costs several times a direct store, and a
+/// propagation writes one per parent.
+@usableFromInline
+struct _Field<Root, Value>: Sendable {
+  @usableFromInline let keyPath: WritableKeyPath<Root, Value> & Sendable
+  /// The byte offset of the property in `Root`, when it is stored inline.
+  @usableFromInline let offset: Int?
+
+  @inlinable
+  init(_ keyPath: WritableKeyPath<Root, Value> & Sendable) {
+    self.keyPath = keyPath
+    offset = MemoryLayout<Root>.offset(of: keyPath)
+  }
+
+  @inlinable
+  func get(_ root: Root) -> Value {
+    guard let offset else { return root[keyPath: keyPath] }
+    return withUnsafeBytes(of: root) { bytes in
+      bytes.baseAddress.unsafelyUnwrapped.advanced(by: offset)
+        .assumingMemoryBound(to: Value.self).pointee
+    }
+  }
+
+  @inlinable
+  func modify<R>(_ root: inout Root, _ body: (inout Value) -> R) -> R {
+    guard let offset else { return body(&root[keyPath: keyPath]) }
+    return withUnsafeMutableBytes(of: &root) { bytes in
+      body(
+        &bytes.baseAddress.unsafelyUnwrapped.advanced(by: offset)
+          .assumingMemoryBound(to: Value.self).pointee)
+    }
+  }
+
+  @inlinable
+  func set(_ root: inout Root, _ value: Value) {
+    modify(&root) { $0 = value }
   }
 }
 

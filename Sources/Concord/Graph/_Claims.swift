@@ -23,6 +23,9 @@ enum _Verdict: UInt8 {
   case stale
   /// The stamp equals the stored one and the value is `==` to the stored one: a quiet no-op.
   case unchanged
+  /// Accepted, but the value is bit for bit the stored one (see `_identical`): the stamp is
+  /// recorded, nothing else changes, nothing propagates.
+  case identical
 }
 
 /// One write's claim on one node: an occurrence of that entity in the written value.
@@ -192,6 +195,14 @@ extension _MapCore {
         let start = scratch.links.count
         let node = scratch.claims[index].node
         node.mergeClaims(index, self, atExpansion: true)
+        // NB: a value identical to the stored one holds identical nested values, which its
+        // children already have; without a call stamp to record on them, they need no claim.
+        if scratch.claims[index].verdict == .accepted && scratch.stamp == nil
+          && node.hasChildren && node.isIdentical(toClaim: index, self)
+        {
+          scratch.claims[index].verdict = .identical
+          continue
+        }
         node.expand(claim: index, self)
         scratch.claims[index].links = start..<scratch.links.count
       }
@@ -205,14 +216,21 @@ extension _MapCore {
     // NB: an alias is logged as set after the entities it names are logged as stored.
     var alias: (node: _AnyNode, stamp: Stamp?)?
     for index in scratch.claims.indices where isWinner(index) {
-      scratch.claims[index].node.mergeClaims(index, self, atExpansion: false)
+      let node = scratch.claims[index].node
+      node.mergeClaims(index, self, atExpansion: false)
+      if scratch.claims[index].verdict == .accepted && node.isIdentical(toClaim: index, self) {
+        scratch.claims[index].verdict = .identical
+      }
       let claim = scratch.claims[index]
-      let node = claim.node
       switch claim.verdict {
       case .stale:
         outbox.logStale(node, incoming: claim.stamp)
         continue
       case .unchanged:
+        continue
+      case .identical:
+        record(claim.stamp, on: node)
+        outbox.logStored(node, stamp: claim.stamp)
         continue
       case .accepted:
         break

@@ -76,11 +76,18 @@ extension _MapCore {
       return
     case .unchanged:
       return
-    case .accepted:
+    case .accepted, .identical:
       break
     }
     var value = value
     if merging, let merge = schema.merge { value = merge(value, node.value) }
+    guard schema.equality == nil || !_identical(node.value, value) else {
+      // NB: bit for bit the stored value: nothing changes but the stamp. (A type that is not
+      // `Equatable` tells its subscribers of every write, so it is written anyway.)
+      record(stamp, on: node)
+      outbox.logStored(node, stamp: stamp)
+      return
+    }
     if !node.hasParents && publishesDirectly {
       // NB: the outermost write of a lone entity: its change is known now, so it skips the
       // journal and is published at once, which is what a commit would do.
@@ -128,6 +135,7 @@ extension _MapCore {
     let list = _ListNode(value: entities)
     adopt(list)
     touchCreated(list)
+    mark(list, .fresh)
     writeTree(into: list, payload: entities, stamp: stamp, call: stamp)
     return list
   }

@@ -16,8 +16,9 @@
 /// A node's state before a write touched it, at one transaction level.
 @usableFromInline
 struct _JournalEntry {
-  /// NB: strong, so that a node the write drops stays valid until the write ends.
-  @usableFromInline let node: _AnyNode
+  /// NB: unowned(unsafe): every node a write drops (from a table, an alias slot or an adoption)
+  /// goes to the outbox's graveyard, released only after the lock, so it outlives its records.
+  @usableFromInline unowned(unsafe) let node: _AnyNode
   /// The node's `journalMark` before this record: 0 when this is the write's first record of
   /// the node, which holds its state before the write.
   @usableFromInline let previousMark: UInt8

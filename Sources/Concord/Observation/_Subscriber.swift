@@ -11,20 +11,22 @@
 @usableFromInline
 class _AnySubscriber {
   /// The version of the newest value accepted for delivery.
-  final var lastVersion: UInt64
+  @usableFromInline final var lastVersion: UInt64
   /// Whether a thread is inside this subscriber's delivery loop.
-  final var isDelivering = false
+  @usableFromInline final var isDelivering = false
   /// Cancelled or ended: nothing more is delivered.
-  final var isClosed = false
+  @usableFromInline final var isClosed = false
   /// Cancelled: the subscription let go of the node, or is about to.
   final var isCancelled = false
 
+  @usableFromInline
   init(lastVersion: UInt64) {
     self.lastVersion = lastVersion
   }
 
   /// Drops the parked values and the callbacks, and returns them, so that the caller releases
   /// them after unlocking: their captures' deinits are user code. Called under the delivery lock.
+  @usableFromInline
   func close() -> Any? {
     isClosed = true
     return nil
@@ -47,15 +49,17 @@ class _AnySubscriber {
 
 /// A subscriber receiving values of type `Value`: each change (`onValue`), and the removal of
 /// its entity, with the last value (`onRemoval`: a stream finishes, `observeRemoval` is told).
+@usableFromInline
 final class _Subscriber<Value: Sendable>: _AnySubscriber {
   /// The callbacks; `nil` once closed.
-  private var onValue: (@Sendable (Value) -> Void)?
-  private var onRemoval: (@Sendable (Value) -> Void)?
+  @usableFromInline var onValue: (@Sendable (Value) -> Void)?
+  @usableFromInline var onRemoval: (@Sendable (Value) -> Void)?
   /// The newest value that arrived while a delivery was running.
-  private var pending: Value?
+  @usableFromInline var pending: Value?
   /// The last value of the entity, when it was removed while a delivery was running.
-  private var pendingRemoval: Value?
+  @usableFromInline var pendingRemoval: Value?
 
+  @usableFromInline
   init(
     lastVersion: UInt64, onValue: (@Sendable (Value) -> Void)?,
     onRemoval: (@Sendable (Value) -> Void)? = nil
@@ -65,6 +69,7 @@ final class _Subscriber<Value: Sendable>: _AnySubscriber {
     super.init(lastVersion: lastVersion)
   }
 
+  @usableFromInline
   override func close() -> Any? {
     let dropped = (onValue, onRemoval, pending, pendingRemoval)
     isClosed = true
@@ -76,6 +81,7 @@ final class _Subscriber<Value: Sendable>: _AnySubscriber {
   }
 
   /// Delivers `value`, committed at `version`, unless a newer one was already accepted.
+  @inlinable
   func deliver(_ value: Value, version: UInt64, _ lock: Lock) {
     lock.lock()
     guard !isClosed, version > lastVersion else { return lock.unlock() }
@@ -96,6 +102,7 @@ final class _Subscriber<Value: Sendable>: _AnySubscriber {
 
   /// Tells the subscriber its entity was removed, with `lastValue`, after whatever was already
   /// accepted; nothing is delivered after that.
+  @inlinable
   func removed(_ lastValue: Value, _ lock: Lock) {
     lock.lock()
     guard !isClosed else { return lock.unlock() }
@@ -111,7 +118,8 @@ final class _Subscriber<Value: Sendable>: _AnySubscriber {
   }
 
   /// Delivers what was parked while a callback ran, then leaves the delivery loop.
-  private func drain(_ lock: Lock) {
+  @inlinable
+  func drain(_ lock: Lock) {
     while true {
       lock.lock()
       if let parked = pending, let callback = onValue {

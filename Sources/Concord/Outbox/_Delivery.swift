@@ -1,44 +1,39 @@
 /// Something to tell subscribers once the map's lock is released.
+///
+/// NB: a closure made where the value's type is known, so that delivering runs code specialized
+/// for it; making one costs one allocation, its context.
 @usableFromInline
-class _Delivery {
-  func run(_: Lock) { fatalError("abstract") }
+struct _Delivery {
+  @usableFromInline let run: (Lock) -> Void
 
-  @usableFromInline init() {}
-}
-
-/// A committed value for the subscribers of one node.
-final class _ValueDelivery<Value: Sendable>: _Delivery {
-  let value: Value
-  let version: UInt64
-  let subscribers: [_AnySubscriber]
-
-  init(value: Value, version: UInt64, subscribers: [_AnySubscriber]) {
-    self.value = value
-    self.version = version
-    self.subscribers = subscribers
+  @inlinable
+  init(_ run: @escaping (Lock) -> Void) {
+    self.run = run
   }
 
-  override func run(_ lock: Lock) {
-    for subscriber in subscribers {
-      unsafeDowncast(subscriber, to: _Subscriber<Value>.self).deliver(value, version: version, lock)
+  /// A committed value, at `version`, for `subscribers` (each a `_Subscriber<Value>`).
+  @inlinable
+  static func value<Value: Sendable>(
+    _ value: Value, version: UInt64, to subscribers: [_AnySubscriber]
+  ) -> _Delivery {
+    _Delivery { lock in
+      for subscriber in subscribers {
+        unsafeDowncast(subscriber, to: _Subscriber<Value>.self).deliver(
+          value, version: version, lock)
+      }
     }
   }
-}
 
-/// The removal of an entity, with its last value: its streams finish, its removal callbacks
-/// are called.
-final class _RemovalDelivery<Value: Sendable>: _Delivery {
-  let lastValue: Value
-  let subscribers: [_AnySubscriber]
-
-  init(lastValue: Value, subscribers: [_AnySubscriber]) {
-    self.lastValue = lastValue
-    self.subscribers = subscribers
-  }
-
-  override func run(_ lock: Lock) {
-    for subscriber in subscribers {
-      unsafeDowncast(subscriber, to: _Subscriber<Value>.self).removed(lastValue, lock)
+  /// The removal of an entity, with its last value: its streams finish, its removal callbacks
+  /// are called.
+  @inlinable
+  static func removal<Value: Sendable>(lastValue: Value, to subscribers: [_AnySubscriber])
+    -> _Delivery
+  {
+    _Delivery { lock in
+      for subscriber in subscribers {
+        unsafeDowncast(subscriber, to: _Subscriber<Value>.self).removed(lastValue, lock)
+      }
     }
   }
 }
@@ -46,23 +41,21 @@ final class _RemovalDelivery<Value: Sendable>: _Delivery {
 /// The deliveries of one write, the first one inline: most writes change one observed node.
 @usableFromInline
 struct _Deliveries {
-  private var first: _Delivery?
-  private var more: [_Delivery] = []
+  @usableFromInline var first: _Delivery?
+  @usableFromInline var more: [_Delivery] = []
 
   @usableFromInline init() {}
 
   @inlinable
-  var isEmpty: Bool { _isEmpty }
+  var isEmpty: Bool { first == nil }
 
-  @usableFromInline
-  var _isEmpty: Bool { first == nil }
-
-  @usableFromInline
+  @inlinable
   mutating func append(_ delivery: _Delivery) {
     if first == nil { first = delivery } else { more.append(delivery) }
   }
 
   /// Runs every delivery, in order.
+  @usableFromInline
   func run(_ lock: Lock) {
     first?.run(lock)
     for delivery in more { delivery.run(lock) }

@@ -26,6 +26,8 @@ final class _AliasNode<Wrapped: Sendable>: _Node<Wrapped?> {
 
   override func unregister(from core: _MapCore) {
     if core.registry.aliases[id] === self {
+      // NB: released after the lock, with the outbox, like every node a write drops.
+      core.outbox.graveyard.append(self)
       core.registry.aliases[id] = nil
     }
     s.flags.remove(.registered)

@@ -87,8 +87,12 @@ struct _NodeState {
 /// A link from a parent to one occurrence of a child entity inside the parent's value.
 @usableFromInline
 struct _ChildLink {
-  /// The child node. NB: strong: a live parent keeps its children in memory.
-  @usableFromInline let child: _AnyNode
+  /// The child node. NB: unowned(unsafe): a linked child is always an entity its table holds
+  /// (a removal unlinks it from its parents first; a purge, with no parent left; a rollback
+  /// restores or drops the links that named what it takes out), and a node a write drops
+  /// stays in the graveyard until the lock is released. `_checkInvariants` verifies that no
+  /// link names a removed or purged node.
+  @usableFromInline unowned(unsafe) let child: _AnyNode
   /// Which of the parent schema's accessors holds the child.
   @usableFromInline let accessor: Int32
   /// Where the child sits: 0 for a single entity, the offset in a collection otherwise.
@@ -237,6 +241,12 @@ class _AnyNode {
   @usableFromInline
   func mergeClaims(_: Int, _: _MapCore, atExpansion _: Bool) { fatalError("abstract") }
 
+  /// Whether the payload of claim `index` is bit for bit the node's value (see `_identical`);
+  /// never for a node the pass created, nor for a type that is not `Equatable`, whose
+  /// subscribers are told of every write.
+  @usableFromInline
+  func isIdentical(toClaim _: Int, _: _MapCore) -> Bool { fatalError("abstract") }
+
   /// Makes the payload of claim `index` the node's value.
   @usableFromInline
   func apply(claim _: Int, _: _MapCore) { fatalError("abstract") }
@@ -325,8 +335,8 @@ class _Node<Value: Sendable>: _AnyNode {
   @usableFromInline
   func stash(_: _MapCore) -> _Stash<Value> { fatalError("abstract") }
 
-  @usableFromInline
-  final override func patch(slot: Int, _ core: _MapCore) {
+  @inlinable
+  final func _patch(slot: Int, _ core: _MapCore) {
     let link = s.extras.unsafelyUnwrapped.children[slot]
     let accessor = schema(core).accessor(link.accessor)
     guard link.child !== self else {
@@ -341,8 +351,18 @@ class _Node<Value: Sendable>: _AnyNode {
   }
 
   @usableFromInline
-  final override func materialize(_ core: _MapCore) {
+  override func patch(slot: Int, _ core: _MapCore) {
+    _patch(slot: slot, core)
+  }
+
+  @inlinable
+  final func _materialize(_ core: _MapCore) {
     value = _materialized(core)
+  }
+
+  @usableFromInline
+  override func materialize(_ core: _MapCore) {
+    _materialize(core)
   }
 
   @usableFromInline
@@ -377,8 +397,8 @@ class _Node<Value: Sendable>: _AnyNode {
     }
   }
 
-  @usableFromInline
-  final override func expand(claim index: Int, _ core: _MapCore) {
+  @inlinable
+  final func _expand(claim index: Int, _ core: _MapCore) {
     let payload = stash(core).values[Int(core.scratch.claims[index].payload)]
     let schema = schema(core)
     for accessorIndex in schema.erasedAccessors.indices {
@@ -387,13 +407,18 @@ class _Node<Value: Sendable>: _AnyNode {
     }
   }
 
+  @usableFromInline
+  override func expand(claim index: Int, _ core: _MapCore) {
+    _expand(claim: index, core)
+  }
+
   /// Folds the stored value (unless the pass created the node) and every accepted occurrence
   /// of the node into the payload of its winning claim `index`: the losing occurrences first,
   /// in the order the claims walk met them, the winner last. An aggregate merges before it is
   /// expanded, with the occurrences met so far; an entity without nested entities merges
   /// before it is applied, with all of them. Does nothing unless `Value` is ``Mergeable``.
-  @usableFromInline
-  final override func mergeClaims(_ index: Int, _ core: _MapCore, atExpansion: Bool) {
+  @inlinable
+  final func _mergeClaims(_ index: Int, _ core: _MapCore, atExpansion: Bool) {
     let schema = schema(core)
     guard let merge = schema.merge, schema.isLeaf != atExpansion,
       core.scratch.claims[index].depth >= core.scratch.mergeFromDepth
@@ -430,39 +455,90 @@ class _Node<Value: Sendable>: _AnyNode {
   }
 
   @usableFromInline
-  final override func apply(claim index: Int, _ core: _MapCore) {
+  override func mergeClaims(_ index: Int, _ core: _MapCore, atExpansion: Bool) {
+    _mergeClaims(index, core, atExpansion: atExpansion)
+  }
+
+  @inlinable
+  final func _isIdentical(toClaim index: Int, _ core: _MapCore) -> Bool {
+    !s.bits.contains(.fresh) && schema(core).equality != nil
+      && _identical(value, stash(core).values[Int(core.scratch.claims[index].payload)])
+  }
+
+  @usableFromInline
+  override func isIdentical(toClaim index: Int, _ core: _MapCore) -> Bool {
+    _isIdentical(toClaim: index, core)
+  }
+
+  @inlinable
+  final func _apply(claim index: Int, _ core: _MapCore) {
     value = stash(core).values[Int(core.scratch.claims[index].payload)]
   }
 
   @usableFromInline
-  final override func saveValue(_ core: _MapCore) -> Int32 {
+  override func apply(claim index: Int, _ core: _MapCore) {
+    _apply(claim: index, core)
+  }
+
+  @inlinable
+  final func _saveValue(_ core: _MapCore) -> Int32 {
     stash(core).append(value, core)
   }
 
   @usableFromInline
-  final override func restoreValue(_ index: Int32, _ core: _MapCore) {
+  override func saveValue(_ core: _MapCore) -> Int32 {
+    _saveValue(core)
+  }
+
+  @inlinable
+  final func _restoreValue(_ index: Int32, _ core: _MapCore) {
     value = stash(core).values[Int(index)]
   }
 
   @usableFromInline
-  final override func differs(fromSaved index: Int32, _ core: _MapCore) -> Bool {
+  override func restoreValue(_ index: Int32, _ core: _MapCore) {
+    _restoreValue(index, core)
+  }
+
+  @inlinable
+  final func _differs(fromSaved index: Int32, _ core: _MapCore) -> Bool {
     schema(core).differ(stash(core).values[Int(index)], value)
   }
 
   @usableFromInline
-  final override func makeDelivery(version: UInt64) -> _Delivery? {
+  override func differs(fromSaved index: Int32, _ core: _MapCore) -> Bool {
+    _differs(fromSaved: index, core)
+  }
+
+  @inlinable
+  final func _makeDelivery(version: UInt64) -> _Delivery? {
     guard let subscribers = s.extras?.subscribers, !subscribers.isEmpty else { return nil }
-    return _ValueDelivery(value: value, version: version, subscribers: subscribers)
+    return .value(value, version: version, to: subscribers)
   }
 
   @usableFromInline
-  final override func makeRemovalDelivery(to subscribers: [_AnySubscriber]) -> _Delivery {
-    _RemovalDelivery(lastValue: value, subscribers: subscribers)
+  override func makeDelivery(version: UInt64) -> _Delivery? {
+    _makeDelivery(version: version)
+  }
+
+  @inlinable
+  final func _makeRemovalDelivery(to subscribers: [_AnySubscriber]) -> _Delivery {
+    .removal(lastValue: value, to: subscribers)
   }
 
   @usableFromInline
-  final override func makeDelivery(to subscriber: _AnySubscriber, version: UInt64) -> _Delivery {
-    _ValueDelivery(value: value, version: version, subscribers: [subscriber])
+  override func makeRemovalDelivery(to subscribers: [_AnySubscriber]) -> _Delivery {
+    _makeRemovalDelivery(to: subscribers)
+  }
+
+  @inlinable
+  final func _makeDelivery(to subscriber: _AnySubscriber, version: UInt64) -> _Delivery {
+    .value(value, version: version, to: [subscriber])
+  }
+
+  @usableFromInline
+  override func makeDelivery(to subscriber: _AnySubscriber, version: UInt64) -> _Delivery {
+    _makeDelivery(to: subscriber, version: version)
   }
 
   @usableFromInline

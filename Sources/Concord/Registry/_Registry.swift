@@ -29,7 +29,7 @@ struct _Registry {
     unsafeDowncast(cachedTable(for: T.self).takeUnretainedValue(), to: _Table<T>.self)
   }
 
-  @usableFromInline @inline(never)
+  @inlinable @inline(never)
   mutating func cacheTable<T: Identifiable & Sendable>(for _: T.Type, key: ObjectIdentifier) {
     let table: _AnyTable
     if let existing = tables[key] {

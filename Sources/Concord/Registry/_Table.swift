@@ -22,11 +22,17 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
   #else
     @exclusivity(unchecked) @usableFromInline var slots: [T.ID: Unmanaged<_EntityNode<T>>] = [:]
   #endif
-  @usableFromInline let schema = _Schema<T>.entity
+  @usableFromInline let schema: _Schema<T>
   /// Values of type `T` the current write needs: claims' payloads and the journal's saved values.
   @usableFromInline let stash = _Stash<T>()
+  /// The node operations that depend on `T`; see `_EntityOps`.
+  @usableFromInline let ops: _EntityOps<T>
 
-  @usableFromInline override init() {}
+  @inlinable
+  override init() {
+    schema = _Schema<T>.entity
+    ops = _EntityOps()
+  }
 
   deinit {
     for slot in slots.values { slot.release() }
@@ -83,6 +89,37 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
   }
 }
 
+/// The operations on an entity node that depend on its type, as closures.
+///
+/// NB: the engine reaches nodes through `_AnyNode`, and a generic class's methods run
+/// unspecialized, looking up generic metadata as they go. These closures are made by an
+/// `@inlinable` initializer, called where the table is created, in code specialized for `T`
+/// (the caller's module), so each operation runs specialized; `_EntityNode`'s overrides only
+/// forward to them.
+@usableFromInline
+struct _EntityOps<T: Identifiable & Sendable> {
+  @usableFromInline let patch: (_EntityNode<T>, Int, _MapCore) -> Void
+  @usableFromInline let materialize: (_EntityNode<T>, _MapCore) -> Void
+  @usableFromInline let expand: (_EntityNode<T>, Int, _MapCore) -> Void
+  @usableFromInline let apply: (_EntityNode<T>, Int, _MapCore) -> Void
+  @usableFromInline let isIdentical: (_EntityNode<T>, Int, _MapCore) -> Bool
+  @usableFromInline let saveValue: (_EntityNode<T>, _MapCore) -> Int32
+  @usableFromInline let differs: (_EntityNode<T>, Int32, _MapCore) -> Bool
+  @usableFromInline let makeDelivery: (_EntityNode<T>, UInt64) -> _Delivery?
+
+  @inlinable
+  init() {
+    patch = { node, slot, core in node._patch(slot: slot, core) }
+    materialize = { node, core in node._materialize(core) }
+    expand = { node, index, core in node._expand(claim: index, core) }
+    apply = { node, index, core in node._apply(claim: index, core) }
+    isIdentical = { node, index, core in node._isIdentical(toClaim: index, core) }
+    saveValue = { node, core in node._saveValue(core) }
+    differs = { node, index, core in node._differs(fromSaved: index, core) }
+    makeDelivery = { node, version in node._makeDelivery(version: version) }
+  }
+}
+
 /// The node of one entity.
 @usableFromInline
 final class _EntityNode<T: Identifiable & Sendable>: _Node<T> {
@@ -103,6 +140,38 @@ final class _EntityNode<T: Identifiable & Sendable>: _Node<T> {
 
   @usableFromInline
   override func stash(_: _MapCore) -> _Stash<T> { table.stash }
+
+  // The hot typed operations, specialized through the table's closures.
+
+  @usableFromInline
+  override func patch(slot: Int, _ core: _MapCore) { table.ops.patch(self, slot, core) }
+
+  @usableFromInline
+  override func materialize(_ core: _MapCore) { table.ops.materialize(self, core) }
+
+  @usableFromInline
+  override func expand(claim index: Int, _ core: _MapCore) { table.ops.expand(self, index, core) }
+
+  @usableFromInline
+  override func apply(claim index: Int, _ core: _MapCore) { table.ops.apply(self, index, core) }
+
+  @usableFromInline
+  override func isIdentical(toClaim index: Int, _ core: _MapCore) -> Bool {
+    table.ops.isIdentical(self, index, core)
+  }
+
+  @usableFromInline
+  override func saveValue(_ core: _MapCore) -> Int32 { table.ops.saveValue(self, core) }
+
+  @usableFromInline
+  override func differs(fromSaved index: Int32, _ core: _MapCore) -> Bool {
+    table.ops.differs(self, index, core)
+  }
+
+  @usableFromInline
+  override func makeDelivery(version: UInt64) -> _Delivery? {
+    table.ops.makeDelivery(self, version)
+  }
 
   override func unregister(from core: _MapCore) {
     guard table.remove(self, into: &core.outbox.graveyard) else { return }
