@@ -1,4 +1,5 @@
 import ConcordTesting
+import Foundation
 import Testing
 
 @testable import Concord
@@ -126,5 +127,116 @@ struct RetentionTests {
     }
     #expect(map.count == 100)
     map._core._checkInvariants()
+  }
+}
+
+/// A seeded random run against a model of the release buffer: held entities, and an LRU list
+/// of released ones.
+@Suite("Retention: a seeded run against an LRU model")
+struct RetentionModelTests {
+  struct Model {
+    var values: [Int: String] = [:]
+    var stamps: [Int: Stamp] = [:]
+    /// Released entities, least recently released first.
+    var buffer: [Int] = []
+    let capacity: Int
+
+    mutating func release(_ id: Int) {
+      buffer.removeAll { $0 == id }
+      buffer.append(id)
+      while buffer.count > capacity {
+        let evicted = buffer.removeFirst()
+        values[evicted] = nil
+        stamps[evicted] = nil
+      }
+    }
+
+    mutating func hold(_ id: Int) { buffer.removeAll { $0 == id } }
+  }
+
+  @Test(arguments: 0..<4)
+  func aSeededRunAgreesWithAnLRUModel(run: Int) {
+    let capacity = 4
+    let map = IdentityMap(retention: .keepReleased(capacity))
+    var model = Model(capacity: capacity)
+    var random = MRandom(state: 0xB0FF_E200 &+ UInt64(run))
+    var held: [Int: [EntityObserver<MLeaf>]] = [:]
+    var history: [String] = []
+    let steps =
+      (ProcessInfo.processInfo.environment["CONCORD_RANDOM_STEPS"].flatMap(Int.init) ?? 100_000)
+      / 20
+
+    func drop(_ id: Int) {
+      held[id]?.removeLast()
+      if held[id]?.isEmpty == true {
+        held[id] = nil
+        model.release(id)
+      }
+    }
+
+    for step in 0..<steps {
+      let id = random.int(0..<10)
+      switch random.int(0..<6) {
+      case 0:
+        let name = random.pick(["a", "b", "c"])
+        let stamp: Stamp? = random.chance(0.5) ? nil : Stamp(random.int(1..<5))
+        history.append("\(step): store \(id) \(name) \(stamp.map { "\($0)" } ?? "-")")
+        let handle = map.store(MLeaf(id: id, name: name), modifiedAt: stamp)
+        let admitted = model.values[id] == nil || MModel.admits(model.stamps[id] ?? .nan, stamp)
+        if admitted {
+          model.values[id] = name
+          if let stamp { model.stamps[id] = stamp }
+        }
+        if random.chance(0.4) {
+          held[id, default: []].append(handle)
+          model.hold(id)
+        } else if held[id] == nil {
+          model.release(id)
+        }
+      case 1:
+        history.append("\(step): find \(id)")
+        let handle = map.find(MLeaf.self, id: id)
+        #expect((handle != nil) == (model.values[id] != nil), "\(history.suffix(12))")
+        if let handle, random.chance(0.5) {
+          held[id, default: []].append(handle)
+          model.hold(id)
+        } else if handle != nil, held[id] == nil {
+          model.release(id)
+        }
+      case 2, 3:
+        guard let some = held.keys.sorted().first(where: { _ in random.chance(0.5) }) else {
+          continue
+        }
+        history.append("\(step): drop a handle on \(some)")
+        drop(some)
+      case 4:
+        history.append("\(step): remove \(id)")
+        map.remove(MLeaf.self, id: id)
+        model.values[id] = nil
+        model.stamps[id] = nil
+        model.hold(id)
+        held[id] = nil
+      default:
+        let name = random.pick(["a", "b", "c"])
+        history.append("\(step): update \(id) \(name)")
+        #expect(
+          map.update(MLeaf.self, id: id) { $0.name = name } == (model.values[id] != nil),
+          "\(history.suffix(12))")
+        if model.values[id] != nil { model.values[id] = name }
+      }
+      // Check every entity; finding the buffered ones oldest first keeps their order.
+      #expect(map.count == model.values.count, "count, after \(history.suffix(12))")
+      for buffered in model.buffer {
+        #expect(
+          map.find(MLeaf.self, id: buffered)?.value.name == model.values[buffered],
+          "\(history.suffix(12))")
+      }
+      for id in 0..<10 where !model.buffer.contains(id) {
+        #expect(
+          map.find(MLeaf.self, id: id)?.value.name == model.values[id], "\(history.suffix(12))")
+      }
+      map._core._checkInvariants()
+    }
+    withExtendedLifetime(held) {}
   }
 }

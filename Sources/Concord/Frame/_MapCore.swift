@@ -124,7 +124,8 @@ final class _MapCore: @unchecked Sendable {
   /// Ends the outermost write: commits, releases the lock, then logs and delivers.
   @usableFromInline
   func endWrite() {
-    guard !journal.entries.isEmpty || lifetime.hasWork || !outbox.isIdle else {
+    guard !journal.entries.isEmpty || !journal.stashes.isEmpty || lifetime.hasWork || !outbox.isIdle
+    else {
       frame.depth -= 1
       lock.unlock()
       return

@@ -229,7 +229,7 @@ extension _MapCore {
       case .unchanged:
         continue
       case .identical:
-        record(claim.stamp, on: node)
+        recordJournaled(claim.stamp, on: node)
         outbox.logStored(node, stamp: claim.stamp)
         continue
       case .accepted:
@@ -263,5 +263,14 @@ extension _MapCore {
   @inlinable
   func record(_ stamp: Stamp?, on node: _AnyNode) {
     if let stamp, !stamp.isNaN { node.s.stamp = stamp }
+  }
+
+  /// Records `stamp` on a node the write does not otherwise touch, journaling the change so
+  /// that a rollback restores the stamp too.
+  @inlinable
+  func recordJournaled(_ stamp: Stamp?, on node: _AnyNode) {
+    guard let stamp, !stamp.isNaN, stamp != node.s.stamp else { return }
+    touch(node)
+    node.s.stamp = stamp
   }
 }

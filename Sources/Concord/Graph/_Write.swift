@@ -84,7 +84,7 @@ extension _MapCore {
     guard schema.equality == nil || !_identical(node.value, value) else {
       // NB: bit for bit the stored value: nothing changes but the stamp. (A type that is not
       // `Equatable` tells its subscribers of every write, so it is written anyway.)
-      record(stamp, on: node)
+      recordJournaled(stamp, on: node)
       outbox.logStored(node, stamp: stamp)
       return
     }

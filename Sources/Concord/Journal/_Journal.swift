@@ -168,12 +168,22 @@ extension _MapCore {
     journal.transactions.removeLast()
     outbox.events.removeSubrange(savepoint.events...)
     for list in createdLists { dropChildrenNotPresent(of: list) }
+    // NB: cycle numbers are not journaled: the links put back may close cycles again whose
+    // members the transaction had numbered apart; number them afresh.
+    if !scratch.cycleRoots.isEmpty {
+      numberCycles(from: scratch.cycleRoots)
+      scratch.cycleRoots.removeAll(keepingCapacity: true)
+    }
   }
 
   /// Puts `entry`'s node back in the state it records.
   private func restore(_ entry: _JournalEntry) {
     let node = entry.node
-    relink(node, to: entry.links)
+    if relink(node, to: entry.links) {
+      for link in entry.links where link.child === node || link.child.hasChildren {
+        scratch.cycleRoots.append(link.child)
+      }
+    }
     if entry.saved >= 0 {
       node.restoreValue(entry.saved, self)
     } else if node.s.flags.contains(.alias) {
