@@ -81,13 +81,6 @@ extension _MapCore {
     }
     var value = value
     if merging, let merge = schema.merge { value = merge(value, node.value) }
-    guard schema.equality == nil || !_identical(node.value, value) else {
-      // NB: bit for bit the stored value: nothing changes but the stamp. (A type that is not
-      // `Equatable` tells its subscribers of every write, so it is written anyway.)
-      recordJournaled(stamp, on: node)
-      outbox.logStored(node, stamp: stamp)
-      return
-    }
     if !node.hasParents && publishesDirectly {
       // NB: the outermost write of a lone entity: its change is known now, so it skips the
       // journal and is published at once, which is what a commit would do.
@@ -96,6 +89,14 @@ extension _MapCore {
       record(stamp, on: node)
       outbox.logStored(node, stamp: stamp)
       publish(node, differs ? .updated : .unchanged)
+      return
+    }
+    guard schema.equality == nil || !_identical(node.value, value) else {
+      // NB: bit for bit the stored value: nothing changes but the stamp, and nothing
+      // propagates. (A type that is not `Equatable` tells its subscribers of every write, so
+      // it is written anyway.)
+      recordJournaled(stamp, on: node)
+      outbox.logStored(node, stamp: stamp)
       return
     }
     touch(node)

@@ -65,7 +65,7 @@ public final class IdentityMap: Sendable {
   ///
   /// - Complexity: O(1) for an entity without nested entities, plus O(parents touched) when
   ///   the value changed.
-  @inlinable @discardableResult
+  @inlinable @inline(__always) @discardableResult
   public func store<T: Identifiable & Sendable>(_ entity: T, modifiedAt: Stamp? = nil)
     -> EntityObserver<T>
   {

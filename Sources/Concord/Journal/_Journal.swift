@@ -35,9 +35,9 @@ struct _JournalEntry {
   @usableFromInline let wasPresent: Bool
 
   /// `saved` for a node the write created: it had no value.
-  @usableFromInline static let created: Int32 = -1
+  @inlinable static var created: Int32 { -1 }
   /// `saved` when the value was not kept; see `touch(_:)`.
-  @usableFromInline static let notSaved: Int32 = -2
+  @inlinable static var notSaved: Int32 { -2 }
 
   @inlinable
   init(
@@ -56,6 +56,10 @@ struct _JournalEntry {
 }
 
 /// The current write's journal and transaction levels.
+///
+/// NB: the computed properties of this and the other parts of the core have mutating getters:
+/// a non-mutating one, read through the core, copies the whole part first (and retains every
+/// array in it), on the hot path.
 @usableFromInline
 struct _Journal {
   @usableFromInline var entries: [_JournalEntry] = []
@@ -70,11 +74,11 @@ struct _Journal {
 
   /// How many transactions are open.
   @inlinable
-  var level: Int32 { Int32(transactions.count) }
+  var level: Int32 { mutating get { Int32(transactions.count) } }
 
   /// The `journalMark` of a node recorded at the current level.
   @inlinable
-  var mark: UInt8 { UInt8(truncatingIfNeeded: transactions.count + 1) }
+  var mark: UInt8 { mutating get { UInt8(truncatingIfNeeded: transactions.count + 1) } }
 }
 
 /// A point to roll back to: where the journal and the log were when a transaction began.

@@ -32,7 +32,7 @@ struct _Lifetime {
 
   /// Whether the write left lifetimes to settle.
   @inlinable
-  var hasWork: Bool { !candidates.isEmpty || !deferred.isEmpty }
+  var hasWork: Bool { mutating get { !candidates.isEmpty || !deferred.isEmpty } }
 }
 
 /// A deinit's work, deferred because it ran while this thread was inside a write.

@@ -29,10 +29,10 @@ struct _ReleaseBuffer {
   }
 
   /// How many entities are buffered.
-  var count: Int { entries.count }
+  var count: Int { mutating get { entries.count } }
 
   /// Whether the buffer holds more than its capacity.
-  var overflows: Bool { entries.count > capacity }
+  var overflows: Bool { mutating get { entries.count > capacity } }
 
   /// Buffers `node`, as the most recently released.
   mutating func enter(_ node: _AnyNode) {

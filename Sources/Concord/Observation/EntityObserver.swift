@@ -29,7 +29,7 @@ public struct EntityObserver<Value: Sendable>: Sendable {
   /// After the entity is removed, this is its last value.
   @inlinable
   public var value: Value {
-    _handle.core.read { _handle.node.value }
+    _handle.value
   }
 
   /// Calls `onChange` with each change committed after this call.
@@ -164,20 +164,39 @@ extension EntityObserver where Value: Identifiable {
 /// on the node; its deinit gives the hold back.
 @usableFromInline
 final class _Handle<Value: Sendable>: Sendable {
-  /// NB: unowned(unsafe): the map keeps itself alive while any handle lives; see
-  /// `_MapCore.liveHandles`.
-  @usableFromInline unowned(unsafe) let core: _MapCore
-  /// NB: nonisolated(unsafe): the node is only touched while holding `core.lock`. And
-  /// unowned(unsafe): while a handle lives, the map holds its node (in a table, or adopted).
-  @usableFromInline nonisolated(unsafe) unowned(unsafe) let node: _Node<Value>
+  /// NB: unmanaged: the map keeps itself alive while any handle lives; see
+  /// `_Lifetime.liveHandles`.
+  @usableFromInline let _core: Unmanaged<_MapCore>
+  /// NB: nonisolated(unsafe): the node is only touched while holding the map's lock. And
+  /// unmanaged: while a handle lives, the map holds its node (in a table, or adopted). Both are
+  /// borrowed, never retained, on `find` and on release.
+  @usableFromInline nonisolated(unsafe) let _node: Unmanaged<_Node<Value>>
 
   @inlinable
   init(core: _MapCore, node: _Node<Value>) {
-    self.core = core
-    self.node = node
+    _core = .passUnretained(core)
+    _node = .passUnretained(node)
+  }
+
+  /// The map.
+  @inlinable
+  var core: _MapCore { _core.takeUnretainedValue() }
+
+  /// The node.
+  @inlinable
+  var node: _Node<Value> { _node.takeUnretainedValue() }
+
+  /// The node's value, read under the map's lock.
+  @inlinable
+  var value: Value {
+    _core._withUnsafeGuaranteedRef { core in
+      core.read { _node._withUnsafeGuaranteedRef { $0.value } }
+    }
   }
 
   deinit {
-    core.releaseHandle(of: node)
+    _core._withUnsafeGuaranteedRef { core in
+      _node._withUnsafeGuaranteedRef { core.releaseHandle(of: $0) }
+    }
   }
 }

@@ -47,7 +47,7 @@ struct _Deliveries {
   @usableFromInline init() {}
 
   @inlinable
-  var isEmpty: Bool { first == nil }
+  var isEmpty: Bool { mutating get { first == nil } }
 
   @inlinable
   mutating func append(_ delivery: _Delivery) {

@@ -45,7 +45,9 @@ struct _Outbox {
   /// Whether the write left nothing to log or deliver.
   @inlinable
   var isIdle: Bool {
-    events.isEmpty && graveyard.isEmpty && deliveries.isEmpty && initials.isEmpty
+    mutating get {
+      events.isEmpty && graveyard.isEmpty && deliveries.isEmpty && initials.isEmpty
+    }
   }
 
   /// Hands over what must happen after the lock is released, and starts afresh.

@@ -1,4 +1,7 @@
 /// Flags that outlive a write.
+///
+/// NB: the members are computed, not stored: a static stored property is a lazily initialized
+/// global, read through an accessor call and a once-check on every use of the hot path.
 @usableFromInline
 struct _NodeFlags: OptionSet, Sendable {
   @usableFromInline let rawValue: UInt16
@@ -6,24 +9,24 @@ struct _NodeFlags: OptionSet, Sendable {
   @inlinable init(rawValue: UInt16) { self.rawValue = rawValue }
 
   /// The node is the entry of its table (an entity) or of the alias table (an alias).
-  @usableFromInline static let registered = _NodeFlags(rawValue: 1 << 0)
+  @inlinable static var registered: _NodeFlags { _NodeFlags(rawValue: 1 << 0) }
   /// The node was taken out of the map by `remove`, `removeAll` or a rolled-back transaction.
-  @usableFromInline static let removed = _NodeFlags(rawValue: 1 << 1)
+  @inlinable static var removed: _NodeFlags { _NodeFlags(rawValue: 1 << 1) }
   /// An alias that is set: it holds itself, like a handle would.
-  @usableFromInline static let anchored = _NodeFlags(rawValue: 1 << 2)
+  @inlinable static var anchored: _NodeFlags { _NodeFlags(rawValue: 1 << 2) }
   /// The node is queued as a release candidate.
-  @usableFromInline static let candidate = _NodeFlags(rawValue: 1 << 3)
+  @inlinable static var candidate: _NodeFlags { _NodeFlags(rawValue: 1 << 3) }
   /// No table holds the node, so the map holds it with a manual retain while anything outside
   /// does; see `_MapCore.adopt(_:)`.
-  @usableFromInline static let adopted = _NodeFlags(rawValue: 1 << 4)
+  @inlinable static var adopted: _NodeFlags { _NodeFlags(rawValue: 1 << 4) }
   /// The node left the map for good: nothing may link to it any more.
-  @usableFromInline static let purged = _NodeFlags(rawValue: 1 << 5)
+  @inlinable static var purged: _NodeFlags { _NodeFlags(rawValue: 1 << 5) }
   /// The node is an alias slot.
-  @usableFromInline static let alias = _NodeFlags(rawValue: 1 << 6)
+  @inlinable static var alias: _NodeFlags { _NodeFlags(rawValue: 1 << 6) }
   /// The node is the list behind a batch handle.
-  @usableFromInline static let list = _NodeFlags(rawValue: 1 << 7)
+  @inlinable static var list: _NodeFlags { _NodeFlags(rawValue: 1 << 7) }
   /// The map's release buffer keeps the node, which nothing else holds; see `_ReleaseBuffer`.
-  @usableFromInline static let buffered = _NodeFlags(rawValue: 1 << 8)
+  @inlinable static var buffered: _NodeFlags { _NodeFlags(rawValue: 1 << 8) }
 }
 
 /// Flags that only mean something during one pass of the graph (one claims-apply-settle run,
@@ -36,21 +39,21 @@ struct _PassBits: OptionSet, Sendable {
   @inlinable init(rawValue: UInt8) { self.rawValue = rawValue }
 
   /// Claimed by this pass's claims walk: `claimIndex` names its winning claim.
-  @usableFromInline static let offered = _PassBits(rawValue: 1 << 0)
+  @inlinable static var offered: _PassBits { _PassBits(rawValue: 1 << 0) }
   /// An accepted claim's payload became the node's value.
-  @usableFromInline static let claimed = _PassBits(rawValue: 1 << 1)
+  @inlinable static var claimed: _PassBits { _PassBits(rawValue: 1 << 1) }
   /// A child wrote a new value into it, or it lost children.
-  @usableFromInline static let patched = _PassBits(rawValue: 1 << 2)
+  @inlinable static var patched: _PassBits { _PassBits(rawValue: 1 << 2) }
   /// Reached by the walk that orders the nodes to settle.
-  @usableFromInline static let visited = _PassBits(rawValue: 1 << 3)
+  @inlinable static var visited: _PassBits { _PassBits(rawValue: 1 << 3) }
   /// Its final value for this pass is computed.
-  @usableFromInline static let settled = _PassBits(rawValue: 1 << 4)
+  @inlinable static var settled: _PassBits { _PassBits(rawValue: 1 << 4) }
   /// On the path of the value being materialized; see `_Materialize.swift`.
-  @usableFromInline static let onPath = _PassBits(rawValue: 1 << 5)
+  @inlinable static var onPath: _PassBits { _PassBits(rawValue: 1 << 5) }
   /// Taken out by the removal being computed.
-  @usableFromInline static let removing = _PassBits(rawValue: 1 << 6)
+  @inlinable static var removing: _PassBits { _PassBits(rawValue: 1 << 6) }
   /// Created by this pass: it has no stored value to merge into.
-  @usableFromInline static let fresh = _PassBits(rawValue: 1 << 7)
+  @inlinable static var fresh: _PassBits { _PassBits(rawValue: 1 << 7) }
 }
 
 /// Everything a node knows besides its value, in one stored property.
