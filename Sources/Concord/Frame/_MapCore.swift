@@ -147,7 +147,8 @@ final class _MapCore: @unchecked Sendable {
       // NB: every node while the map is small; around the write's nodes once it is large.
       let touched = registry.liveCount > 512 ? journal.entries.map(\.node) : nil
     #endif
-    for entry in journal.entries { entry.node.s.journalMark = 0 }
+    // NB: by index: copying each record out would retain and release its fields.
+    for index in journal.entries.indices { journal.entries[index].node.s.journalMark = 0 }
     journal.entries.removeAll(keepingCapacity: true)
     for stash in journal.stashes { stash.clear() }
     journal.stashes.removeAll(keepingCapacity: true)

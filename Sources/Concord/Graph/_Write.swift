@@ -133,7 +133,7 @@ extension _MapCore {
   /// Stores `entities` behind a new batch list node.
   @inlinable
   func storeList<T: Identifiable & Sendable>(_ entities: [T], stamp: Stamp?) -> _ListNode<T> {
-    let list = _ListNode(value: entities)
+    let list = _ListNode(value: entities, schema: .list(of: T.self))
     adopt(list)
     touchCreated(list)
     mark(list, .fresh)

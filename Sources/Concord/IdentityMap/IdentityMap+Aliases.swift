@@ -13,7 +13,7 @@ extension IdentityMap {
   /// ```
   ///
   /// - Returns: A handle on the alias: it follows whatever entity the alias names later.
-  @discardableResult
+  @inlinable @discardableResult
   public func store<T: Identifiable & Sendable>(
     _ entity: T, named key: AliasKey<T>, modifiedAt: Stamp? = nil
   ) -> EntityObserver<T?> {
@@ -29,7 +29,7 @@ extension IdentityMap {
   /// released if nothing else holds them.
   ///
   /// - Returns: A handle on the alias.
-  @discardableResult
+  @inlinable @discardableResult
   public func store<T: Identifiable & Sendable>(
     _ entities: [T], named key: AliasKey<[T]>, modifiedAt: Stamp? = nil
   ) -> EntityObserver<[T]?> {
@@ -42,7 +42,7 @@ extension IdentityMap {
 
   /// Stores an aggregate and makes it the value of an alias. See
   /// `store(_:named:modifiedAt:)`.
-  @discardableResult
+  @inlinable @discardableResult
   public func store<T: Aggregate>(_ aggregate: T, named key: AliasKey<T>, modifiedAt: Stamp? = nil)
     -> EntityObserver<T?>
   {
@@ -53,7 +53,7 @@ extension IdentityMap {
   }
 
   /// Stores aggregates and makes them the value of a collection alias.
-  @discardableResult
+  @inlinable @discardableResult
   public func store<T: Aggregate>(
     _ aggregates: [T], named key: AliasKey<[T]>, modifiedAt: Stamp? = nil
   ) -> EntityObserver<[T]?> {
@@ -72,11 +72,13 @@ extension IdentityMap {
   /// let user = map.find(named: .currentUser)
   /// let subscription = user.observe { print("signed in as", $0?.name ?? "nobody") }
   /// ```
+  @inlinable
   public func find<T: Identifiable & Sendable>(named key: AliasKey<T>) -> EntityObserver<T?> {
     _core.read { _core.observer(for: _core.aliasNode(key._id, schema: .alias(of: T.self))) }
   }
 
   /// A handle on a collection alias, set or not. Its value is `nil` until the alias is set.
+  @inlinable
   public func find<T: Identifiable & Sendable>(named key: AliasKey<[T]>) -> EntityObserver<[T]?> {
     _core.read { _core.observer(for: _core.aliasNode(key._id, schema: .aliasList(of: T.self))) }
   }
@@ -89,7 +91,7 @@ extension IdentityMap {
   ///
   /// - Returns: `false` if the alias is not set, `true` otherwise (also when the stamp is stale;
   ///   then `body` does not run).
-  @discardableResult
+  @inlinable @discardableResult
   public func update<T: Identifiable & Sendable>(
     named key: AliasKey<T>, modifiedAt: Stamp? = nil, _ body: (inout T) -> Void
   ) -> Bool {
@@ -102,7 +104,7 @@ extension IdentityMap {
   /// holds them.
   ///
   /// - Returns: `false` if the alias is not set, `true` otherwise.
-  @discardableResult
+  @inlinable @discardableResult
   public func update<T: Identifiable & Sendable>(
     named key: AliasKey<[T]>, modifiedAt: Stamp? = nil, _ body: (inout [T]) -> Void
   ) -> Bool {
@@ -112,6 +114,7 @@ extension IdentityMap {
   /// Empties an alias: its handles see `nil`, and what it held is released if nothing else
   /// holds it. The alias's stamp is forgotten too. Removing an alias that is not set does
   /// nothing.
+  @inlinable
   public func removeAlias<T>(named key: AliasKey<T>) {
     _core.write { _core.removeAlias(key._id) }
   }

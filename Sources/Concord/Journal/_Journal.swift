@@ -28,7 +28,8 @@ struct _JournalEntry {
   /// created, `notSaved` when nothing needed the value.
   @usableFromInline let saved: Int32
   @usableFromInline let stamp: Stamp
-  @usableFromInline let links: [_ChildLink]
+  /// The links, saved inside a transaction only: nothing else restores them.
+  @usableFromInline let links: [_ChildLink]?
   /// `.registered`, `.removed` and `.anchored`, as they were.
   @usableFromInline let flags: _NodeFlags
   /// Whether the node was stored: see `_AnyNode.isPresent`.
@@ -42,7 +43,7 @@ struct _JournalEntry {
   @inlinable
   init(
     node: _AnyNode, previousMark: UInt8, level: Int32, saved: Int32, stamp: Stamp,
-    links: [_ChildLink], flags: _NodeFlags, wasPresent: Bool
+    links: [_ChildLink]?, flags: _NodeFlags, wasPresent: Bool
   ) {
     self.node = node
     self.previousMark = previousMark
@@ -124,7 +125,7 @@ extension _MapCore {
     journal.entries.append(
       _JournalEntry(
         node: node, previousMark: previousMark, level: journal.level, saved: saved,
-        stamp: node.s.stamp, links: journal.level > 0 ? node.children : [],
+        stamp: node.s.stamp, links: journal.level > 0 ? node.children : nil,
         flags: saved == _JournalEntry.created ? [] : flags, wasPresent: wasPresent))
   }
 
@@ -183,8 +184,9 @@ extension _MapCore {
   /// Puts `entry`'s node back in the state it records.
   private func restore(_ entry: _JournalEntry) {
     let node = entry.node
-    if relink(node, to: entry.links) {
-      for link in entry.links where link.child === node || link.child.hasChildren {
+    let links = entry.links ?? []
+    if relink(node, to: links) {
+      for link in links where link.child === node || link.child.hasChildren {
         scratch.cycleRoots.append(link.child)
       }
     }

@@ -29,6 +29,7 @@ public struct AliasKey<Value>: Hashable, Sendable, CustomStringConvertible {
   /// The alias name.
   public var description: String { name }
 
+  @inlinable
   var _id: _AliasID { _AliasID(valueType: ObjectIdentifier(Value.self), name: name) }
 }
 
@@ -37,4 +38,10 @@ public struct AliasKey<Value>: Hashable, Sendable, CustomStringConvertible {
 struct _AliasID: Hashable {
   @usableFromInline let valueType: ObjectIdentifier
   @usableFromInline let name: String
+
+  @inlinable
+  init(valueType: ObjectIdentifier, name: String) {
+    self.valueType = valueType
+    self.name = name
+  }
 }

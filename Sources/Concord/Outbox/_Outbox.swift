@@ -139,19 +139,22 @@ extension _MapCore {
     // Nodes whose subscribers get a value from the change log, so that a subscription opened
     // during the write is not given the same value twice.
     var told: Set<ObjectIdentifier> = []
-    for entry in journal.entries where entry.previousMark == 0 {
-      let node = entry.node
+    // NB: by index: copying each record out would retain and release its fields.
+    for index in journal.entries.indices where journal.entries[index].previousMark == 0 {
+      let node = journal.entries[index].node
+      let wasPresent = journal.entries[index].wasPresent
+      let saved = journal.entries[index].saved
       let kind: _ChangeKind
       if node.isPresent {
-        if !entry.wasPresent {
+        if !wasPresent {
           kind = .inserted
-        } else if entry.saved < 0 || node.differs(fromSaved: entry.saved, self) {
+        } else if saved < 0 || node.differs(fromSaved: saved, self) {
           // NB: a value not saved (see `touch(_:)`) counts as changed.
           kind = .updated
         } else {
           kind = .unchanged
         }
-      } else if entry.wasPresent {
+      } else if wasPresent {
         kind = .removed
       } else {
         // Created and taken out again within the write: nothing committed, but streams opened

@@ -5,6 +5,7 @@ final class _AliasNode<Wrapped: Sendable>: _Node<Wrapped?> {
   let aliasSchema: _Schema<Wrapped?>
   let stashed = _Stash<Wrapped?>()
 
+  @usableFromInline
   init(id: _AliasID, schema: _Schema<Wrapped?>) {
     self.id = id
     self.aliasSchema = schema
@@ -45,6 +46,7 @@ extension _MapCore {
   ///
   /// The caller must hold the slot (with a handle) or write to it: an empty slot nobody holds
   /// is purged when the write ends.
+  @usableFromInline
   func aliasNode<Wrapped: Sendable>(
     _ id: _AliasID, schema: @autoclosure () -> _Schema<Wrapped?>
   ) -> _AliasNode<Wrapped> {
@@ -58,6 +60,7 @@ extension _MapCore {
   }
 
   /// Writes `value` into the alias `id`.
+  @usableFromInline
   func setAlias<Wrapped: Sendable>(
     _ id: _AliasID, to value: Wrapped, schema: _Schema<Wrapped?>, stamp: Stamp?
   ) -> _AliasNode<Wrapped> {
@@ -68,6 +71,7 @@ extension _MapCore {
   }
 
   /// Read-modify-write of the value of the alias `id`. Returns `false` if it is not set.
+  @usableFromInline
   func updateAlias<Wrapped: Sendable>(
     _ id: _AliasID, stamp: Stamp?, _ body: (inout Wrapped) -> Void
   ) -> Bool {
@@ -91,6 +95,7 @@ extension _MapCore {
   }
 
   /// Empties the alias `id`, releasing what it held, and forgets its stamp.
+  @usableFromInline
   func removeAlias(_ id: _AliasID) {
     guard let node = registry.aliases[id], node.holdsAliasValue else { return }
     emptyAlias(node)

@@ -198,14 +198,18 @@ final class _EntityNode<T: Identifiable & Sendable>: _Node<T> {
 @usableFromInline
 final class _ListNode<T: Identifiable & Sendable>: _Node<[T]> {
   @usableFromInline let stashed = _Stash<[T]>()
+  /// NB: fetched once, by the `@inlinable` caller, so that the schema (and its accessor's
+  /// closures) is made where `T` is known, and never looked up again per call.
+  @usableFromInline let listSchema: _Schema<[T]>
 
-  @usableFromInline
-  init(value: [T]) {
+  @inlinable
+  init(value: [T], schema: _Schema<[T]>) {
+    listSchema = schema
     super.init(value: value, flags: .list)
   }
 
   @usableFromInline
-  override func schema(_: _MapCore) -> _Schema<[T]> { .list(of: T.self) }
+  override func schema(_: _MapCore) -> _Schema<[T]> { listSchema }
 
   @usableFromInline
   override func stash(_: _MapCore) -> _Stash<[T]> { stashed }
