@@ -17,10 +17,11 @@ extension IdentityMap {
   public func store<T: Identifiable & Sendable>(
     _ entity: T, named key: AliasKey<T>, modifiedAt: Stamp? = nil
   ) -> EntityObserver<T?> {
-    _core.write {
-      _core.observer(
-        for: _core.setAlias(key._id, to: entity, schema: .alias(of: T.self), stamp: modifiedAt))
-    }
+    _observer(
+      _core.write {
+        _core.holdForHandle(
+          _core.setAlias(key._id, to: entity, schema: .alias(of: T.self), stamp: modifiedAt))
+      })
   }
 
   /// Stores entities and makes them the value of a collection alias.
@@ -33,11 +34,11 @@ extension IdentityMap {
   public func store<T: Identifiable & Sendable>(
     _ entities: [T], named key: AliasKey<[T]>, modifiedAt: Stamp? = nil
   ) -> EntityObserver<[T]?> {
-    _core.write {
-      _core.observer(
-        for: _core.setAlias(
-          key._id, to: entities, schema: .aliasList(of: T.self), stamp: modifiedAt))
-    }
+    _observer(
+      _core.write {
+        _core.holdForHandle(
+          _core.setAlias(key._id, to: entities, schema: .aliasList(of: T.self), stamp: modifiedAt))
+      })
   }
 
   /// Stores an aggregate and makes it the value of an alias. See
@@ -46,10 +47,11 @@ extension IdentityMap {
   public func store<T: Aggregate>(_ aggregate: T, named key: AliasKey<T>, modifiedAt: Stamp? = nil)
     -> EntityObserver<T?>
   {
-    _core.write {
-      _core.observer(
-        for: _core.setAlias(key._id, to: aggregate, schema: .alias(of: T.self), stamp: modifiedAt))
-    }
+    _observer(
+      _core.write {
+        _core.holdForHandle(
+          _core.setAlias(key._id, to: aggregate, schema: .alias(of: T.self), stamp: modifiedAt))
+      })
   }
 
   /// Stores aggregates and makes them the value of a collection alias.
@@ -57,11 +59,12 @@ extension IdentityMap {
   public func store<T: Aggregate>(
     _ aggregates: [T], named key: AliasKey<[T]>, modifiedAt: Stamp? = nil
   ) -> EntityObserver<[T]?> {
-    _core.write {
-      _core.observer(
-        for: _core.setAlias(
-          key._id, to: aggregates, schema: .aliasList(of: T.self), stamp: modifiedAt))
-    }
+    _observer(
+      _core.write {
+        _core.holdForHandle(
+          _core.setAlias(
+            key._id, to: aggregates, schema: .aliasList(of: T.self), stamp: modifiedAt))
+      })
   }
 
   /// A handle on an alias, set or not.
@@ -74,13 +77,17 @@ extension IdentityMap {
   /// ```
   @inlinable
   public func find<T: Identifiable & Sendable>(named key: AliasKey<T>) -> EntityObserver<T?> {
-    _core.read { _core.observer(for: _core.aliasNode(key._id, schema: .alias(of: T.self))) }
+    _observer(
+      _core.read { _core.holdForHandle(_core.aliasNode(key._id, schema: .alias(of: T.self))) })
   }
 
   /// A handle on a collection alias, set or not. Its value is `nil` until the alias is set.
   @inlinable
   public func find<T: Identifiable & Sendable>(named key: AliasKey<[T]>) -> EntityObserver<[T]?> {
-    _core.read { _core.observer(for: _core.aliasNode(key._id, schema: .aliasList(of: T.self))) }
+    _observer(
+      _core.read {
+        _core.holdForHandle(_core.aliasNode(key._id, schema: .aliasList(of: T.self)))
+      })
   }
 
   /// Reads, modifies and writes back the entity an alias names, atomically.

@@ -69,7 +69,9 @@ public final class IdentityMap: Sendable {
   public func store<T: Identifiable & Sendable>(_ entity: T, modifiedAt: Stamp? = nil)
     -> EntityObserver<T>
   {
-    _core.write { _core.store(entity, stamp: modifiedAt, held: true) { _core.observer(for: $0) } }
+    _observer(
+      _core.write { _core.store(entity, stamp: modifiedAt, held: true) { _core.holdForHandle($0) } }
+    )
   }
 
   /// Inserts or replaces an aggregate and every entity nested in it, and returns a handle.
@@ -80,9 +82,10 @@ public final class IdentityMap: Sendable {
   /// - Complexity: O(nested entities + parents touched).
   @inlinable @discardableResult
   public func store<T: Aggregate>(_ aggregate: T, modifiedAt: Stamp? = nil) -> EntityObserver<T> {
-    _core.write {
-      _core.store(aggregate, stamp: modifiedAt, held: true) { _core.observer(for: $0) }
-    }
+    _observer(
+      _core.write {
+        _core.store(aggregate, stamp: modifiedAt, held: true) { _core.holdForHandle($0) }
+      })
   }
 
   /// Stores each entity and returns one handle following all of them.
@@ -97,7 +100,7 @@ public final class IdentityMap: Sendable {
   public func store<T: Identifiable & Sendable>(_ entities: [T], modifiedAt: Stamp? = nil)
     -> EntityObserver<[T]>
   {
-    _core.write { _core.observer(for: _core.storeList(entities, stamp: modifiedAt)) }
+    _observer(_core.write { _core.holdForHandle(_core.storeList(entities, stamp: modifiedAt)) })
   }
 
   /// Stores each aggregate and its nested entities, and returns one handle following all of
@@ -106,7 +109,7 @@ public final class IdentityMap: Sendable {
   public func store<T: Aggregate>(_ aggregates: [T], modifiedAt: Stamp? = nil) -> EntityObserver<
     [T]
   > {
-    _core.write { _core.observer(for: _core.storeList(aggregates, stamp: modifiedAt)) }
+    _observer(_core.write { _core.holdForHandle(_core.storeList(aggregates, stamp: modifiedAt)) })
   }
 
   // MARK: Finding
@@ -119,8 +122,8 @@ public final class IdentityMap: Sendable {
   @inlinable
   public func find<T: Identifiable & Sendable>(_ type: T.Type, id: T.ID) -> EntityObserver<T>? {
     _core.read {
-      _core.withTable(T.self) { table in table.withNode(id) { _core.observer(for: $0) } }
-    }
+      _core.withTable(T.self) { table in table.withNode(id) { _core.holdForHandle($0) } }
+    }.map(_observer)
   }
 
   // MARK: Updating
@@ -219,10 +222,10 @@ public final class IdentityMap: Sendable {
   }
 }
 
-extension _MapCore {
-  /// A new public handle on `node`.
+extension IdentityMap {
+  /// The public handle on a node whose hold was taken under the lock.
   @inlinable
-  func observer<Value>(for node: _Node<Value>) -> EntityObserver<Value> {
-    EntityObserver(handle(for: node))
+  func _observer<Value>(_ held: Unmanaged<_Node<Value>>) -> EntityObserver<Value> {
+    EntityObserver(_Handle(core: _core, held: held))
   }
 }

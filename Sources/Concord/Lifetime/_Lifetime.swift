@@ -53,13 +53,17 @@ extension _MapCore {
   /// shared handle needs a weak reference from the node (so that a `find` racing with the last
   /// release never revives a dying object), and Swift's weak references cost a 48-byte side
   /// table per node and a slower load. Copies of one `EntityObserver` still share its handle.
+  ///
+  /// This takes the hold, under the lock; the caller makes the handle object once the lock is
+  /// released (`IdentityMap._observer(_:)`), so that its allocation does not lengthen the
+  /// critical section other threads wait on.
   @inlinable
-  func handle<Value>(for node: _Node<Value>) -> _Handle<Value> {
+  func holdForHandle<Value>(_ node: _Node<Value>) -> Unmanaged<_Node<Value>> {
     unbuffer(node)
     node.s.externalHolds += 1
     if lifetime.liveHandles == 0 { lifetime.selfRetain = self }
     lifetime.liveHandles += 1
-    return _Handle(core: self, node: node)
+    return .passUnretained(node)
   }
 
   /// Called by a handle's deinit: the handle's hold on `node` is gone.

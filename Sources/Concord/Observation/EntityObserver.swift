@@ -172,10 +172,11 @@ final class _Handle<Value: Sendable>: Sendable {
   /// borrowed, never retained, on `find` and on release.
   @usableFromInline nonisolated(unsafe) let _node: Unmanaged<_Node<Value>>
 
+  /// A handle on a node whose hold `_MapCore.holdForHandle(_:)` took.
   @inlinable
-  init(core: _MapCore, node: _Node<Value>) {
+  init(core: _MapCore, held node: Unmanaged<_Node<Value>>) {
     _core = .passUnretained(core)
-    _node = .passUnretained(node)
+    _node = node
   }
 
   /// The map.
