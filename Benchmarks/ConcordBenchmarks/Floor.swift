@@ -121,3 +121,86 @@ final class LRUFloor: @unchecked Sendable {
     }
   }
 }
+
+/// Floors for the rows about propagation and delivery: values in a dictionary behind one lock,
+/// patched in place, and callbacks called after the lock, one per changed value.
+final class DeliveryFloor<Value: Identifiable & Sendable>: @unchecked Sendable
+where Value.ID == Int {
+  // NB: @unchecked because the dictionaries are only touched while holding `lock`.
+  private let lock = Lock(recursive: true)
+  private var values: [Int: Value] = [:]
+  private var callbacks: [Int: @Sendable (Value) -> Void] = [:]
+
+  func store(_ value: Value, callback: (@Sendable (Value) -> Void)? = nil) {
+    lock.withLock {
+      values[value.id] = value
+      callbacks[value.id] = callback
+    }
+  }
+
+  /// One write: changes one value, then calls its callback after the lock.
+  @inline(__always)
+  func update(_ id: Int, _ body: (inout Value) -> Void) {
+    lock.lock()
+    body(&values[id]!)
+    let value = values[id]!
+    let callback = callbacks[id]
+    lock.unlock()
+    callback?(value)
+  }
+
+  /// One transaction: changes each value under one lock, then calls each callback.
+  @inline(__always)
+  func update(_ ids: Range<Int>, _ body: (inout Value) -> Void) {
+    var told: [(Value, @Sendable (Value) -> Void)] = []
+    told.reserveCapacity(ids.count)
+    lock.lock()
+    for id in ids {
+      body(&values[id]!)
+      if let callback = callbacks[id] { told.append((values[id]!, callback)) }
+    }
+    lock.unlock()
+    for (value, callback) in told { callback(value) }
+  }
+
+  /// A fan-out: patches `ids` in place, under one lock.
+  @inline(__always)
+  func patch(_ ids: [Int], _ body: (inout Value) -> Void) {
+    lock.lock()
+    for id in ids { body(&values[id]!) }
+    lock.unlock()
+  }
+}
+
+/// The floor of `store.refetch`: compares a page with the posts, people and titles stored.
+final class RefetchFloor: @unchecked Sendable {
+  // NB: @unchecked because the dictionaries are only touched while holding `lock`.
+  private let lock = Lock(recursive: true)
+  private var posts: [Int: Post] = [:]
+  private var people: [Int: Person] = [:]
+  private var titles: [Int: Title] = [:]
+
+  func store(_ page: [Post]) {
+    lock.withLock {
+      for post in page {
+        people[post.author.id] = post.author
+        for title in post.books { titles[title.id] = title }
+        posts[post.id] = post
+      }
+    }
+  }
+
+  /// How many of the page's values differ from the stored ones.
+  @inline(__always)
+  func compare(_ page: [Post]) -> Int {
+    lock.lock()
+    defer { lock.unlock() }
+    var changed = 0
+    for post in page {
+      if people[post.author.id] != post.author { changed += 1 }
+      for title in post.books where titles[title.id] != title { changed += 1 }
+      if posts[post.id] != post { changed += 1 }
+    }
+    return changed
+  }
+}

@@ -1,4 +1,5 @@
 import Concord
+import Foundation
 
 /// The plain entity of the store and find workloads: an id, a string and a number.
 struct Model: Identifiable, Sendable, Equatable {
@@ -79,5 +80,45 @@ struct Entry: Aggregate, Equatable {
     self.id = id
     title = "entry-\(id)"
     author = .stub(id % users)
+  }
+}
+
+/// A user as an issue nests it.
+struct IssueUser: Identifiable, Sendable, Equatable, Codable {
+  var id: Int
+  var login: String
+  var avatarURL: String
+}
+
+struct IssueLabel: Identifiable, Sendable, Equatable, Codable {
+  var id: Int
+  var name: String
+  var color: String
+}
+
+/// The aggregate of `store.page.decoded`: an issue of a REST page, with its user and labels.
+struct Issue: Aggregate, Equatable, Codable {
+  var id: Int
+  var number: Int
+  var title: String
+  var state: String
+  var user: IssueUser
+  var labels: [IssueLabel]
+  static var nestedEntities: [NestedEntity<Issue>] { [.init(\.user), .init(\.labels)] }
+
+  /// A page of `count` issues as a server sends it: 20 users and 8 labels among them.
+  static func page(_ count: Int) -> Data {
+    let issues = (0..<count).map { index in
+      Issue(
+        id: 1_000 + index, number: index, title: "Issue \(index) of the benchmark page",
+        state: index % 3 == 0 ? "closed" : "open",
+        user: IssueUser(
+          id: index % 20, login: "user-\(index % 20)",
+          avatarURL: "https://avatars.example.com/u/\(index % 20)"),
+        labels: (0..<(index % 3)).map {
+          IssueLabel(id: (index + $0) % 8, name: "label-\((index + $0) % 8)", color: "d73a4a")
+        })
+    }
+    return try! JSONEncoder().encode(issues)
   }
 }

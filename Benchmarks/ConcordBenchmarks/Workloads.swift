@@ -14,7 +14,8 @@ struct Workloads {
   static let names = [
     "store.insert", "store.replace", "find.hit", "find.miss", "store.batch", "store.aggregate",
     "propagate.fanout1000", "notify.callback", "transaction.batch100", "concurrent.read90",
-    "scale.find.1M", "memory.perEntity", "store.merge", "retention.churn",
+    "scale.find.1M", "memory.perEntity", "store.merge", "retention.churn", "store.refetch",
+    "store.page.decoded",
   ]
 
   func run(_ name: String) -> Result {
@@ -33,6 +34,8 @@ struct Workloads {
     case "memory.perEntity": memoryPerEntity()
     case "store.merge": storeMerge()
     case "retention.churn": retentionChurn()
+    case "store.refetch": storeRefetch()
+    case "store.page.decoded": storePageDecoded()
     default: fatalError("unknown workload \(name)")
     }
   }
@@ -189,75 +192,170 @@ struct Workloads {
   // MARK: Propagation and delivery
 
   func fanOut() -> Result {
-    let map = IdentityMap()
-    let reviews = (0..<1_000).map {
-      map.store(Review(id: $0, text: "review \($0)", author: Person(id: 0, name: "0")))
-    }
     let updates = quick ? 200 : 1_000
-    var round = 0
-    let samples = measure(samples: samples) {
-      nanoseconds {
-        for _ in 0..<updates {
-          round += 1
-          map.update(Person.self, id: 0) { $0.name = "\(round)" }
+    return compare(
+      "propagate.fanout1000",
+      map: {
+        let map = IdentityMap()
+        let reviews = (0..<1_000).map {
+          map.store(Review(id: $0, text: "review \($0)", author: Person(id: 0, name: "0")))
         }
-      } / Double(updates)
-    }
-    precondition(
-      reviews.allSatisfy { $0.value.author.name == "\(round)" },
-      "fan-out did not reach every review")
-    var result = Result(name: "propagate.fanout1000", samples: samples)
-    result.note = String(format: "%.0f ns per parent", result.nsPerOp! / 1_000)
-    result.extra = [("nsPerParent", result.nsPerOp! / 1_000)]
-    return result
+        let ns = nanoseconds {
+          for round in 0..<updates {
+            map.update(Person.self, id: 0) { $0.name = "\(round)" }
+          }
+        }
+        precondition(
+          reviews.allSatisfy { $0.value.author.name == "\(updates - 1)" },
+          "fan-out did not reach every review")
+        return ns / Double(updates)
+      },
+      floor: {
+        let floor = DeliveryFloor<Review>()
+        for id in 0..<1_000 {
+          floor.store(Review(id: id, text: "review \(id)", author: Person(id: 0, name: "0")))
+        }
+        let ids = Array(0..<1_000)
+        let ns = nanoseconds {
+          for round in 0..<updates {
+            let author = Person(id: 0, name: "\(round)")
+            floor.patch(ids) { $0.author = author }
+          }
+        }
+        blackHole(floor)
+        return ns / Double(updates)
+      }
+    ).perParent()
   }
 
   func notifyCallback() -> Result {
-    let map = IdentityMap()
-    let handles = (0..<1_000).map { map.store(Model($0)) }
-    let delivered = Counter()
-    let subscriptions = handles.map { $0.observe { _ in delivered.increment() } }
-    var round = 0
-    let samples = measure(samples: samples) {
-      let before = delivered.value
-      let ns = nanoseconds {
-        for _ in 0..<10 {
-          round += 1
-          for id in 0..<1_000 { map.update(Model.self, id: id) { $0.score = -Double(round) } }
+    let rounds = 10
+    return compare(
+      "notify.callback",
+      map: {
+        let map = IdentityMap()
+        let handles = (0..<1_000).map { map.store(Model($0)) }
+        let delivered = Counter()
+        let subscriptions = handles.map { $0.observe { _ in delivered.increment() } }
+        let ns = nanoseconds {
+          for round in 0..<rounds {
+            for id in 0..<1_000 { map.update(Model.self, id: id) { $0.score = -Double(round + 1) } }
+          }
         }
-      }
-      let count = delivered.value - before
-      precondition(count == 10_000, "expected 10,000 callbacks, got \(count)")
-      return ns / Double(count)
-    }
-    blackHole(subscriptions.count)
-    return Result(name: "notify.callback", samples: samples)
+        precondition(delivered.value == rounds * 1_000, "expected one callback per write")
+        blackHole(subscriptions.count)
+        return ns / Double(rounds * 1_000)
+      },
+      floor: {
+        let floor = DeliveryFloor<Model>()
+        let delivered = Counter()
+        for id in 0..<1_000 { floor.store(Model(id)) { _ in delivered.increment() } }
+        let ns = nanoseconds {
+          for round in 0..<rounds {
+            for id in 0..<1_000 { floor.update(id) { $0.score = -Double(round + 1) } }
+          }
+        }
+        precondition(delivered.value == rounds * 1_000, "expected one callback per write")
+        return ns / Double(rounds * 1_000)
+      })
   }
 
   func transactionBatch() -> Result {
-    let map = IdentityMap()
-    let handles = (0..<100).map { map.store(Model($0)) }
-    let delivered = Counter()
-    let subscriptions = handles.map { $0.observe { _ in delivered.increment() } }
     let transactions = quick ? 100 : 500
-    var round = 0
-    let samples = measure(samples: samples) {
-      nanoseconds {
-        for _ in 0..<transactions {
-          round += 1
-          map.transaction { transaction in
-            for id in 0..<100 {
-              transaction.update(Model.self, id: id) { $0.score = -Double(round) }
+    return compare(
+      "transaction.batch100",
+      map: {
+        let map = IdentityMap()
+        let handles = (0..<100).map { map.store(Model($0)) }
+        let delivered = Counter()
+        let subscriptions = handles.map { $0.observe { _ in delivered.increment() } }
+        let ns = nanoseconds {
+          for round in 0..<transactions {
+            map.transaction { transaction in
+              for id in 0..<100 {
+                transaction.update(Model.self, id: id) { $0.score = -Double(round + 1) }
+              }
             }
           }
         }
-      } / Double(transactions)
-    }
-    precondition(
-      delivered.value == 100 * transactions * (samples.count + 1),
-      "each subscriber is told once per transaction")
-    blackHole(subscriptions.count)
-    return Result(name: "transaction.batch100", samples: samples)
+        precondition(
+          delivered.value == 100 * transactions, "each subscriber is told once per transaction")
+        blackHole(subscriptions.count)
+        return ns / Double(transactions)
+      },
+      floor: {
+        let floor = DeliveryFloor<Model>()
+        let delivered = Counter()
+        for id in 0..<100 { floor.store(Model(id)) { _ in delivered.increment() } }
+        let ns = nanoseconds {
+          for round in 0..<transactions {
+            floor.update(0..<100) { $0.score = -Double(round + 1) }
+          }
+        }
+        precondition(delivered.value == 100 * transactions, "one callback per value")
+        return ns / Double(transactions)
+      })
+  }
+
+  /// A page of 100 aggregates stored again, unchanged: a pull to refresh.
+  func storeRefetch() -> Result {
+    let page = (0..<100).map { Post($0) }
+    let rounds = quick ? 200 : 1_000
+    return compare(
+      "store.refetch",
+      map: {
+        let map = IdentityMap()
+        let handle = map.store(page)
+        let ns = nanoseconds {
+          for _ in 0..<rounds { blackHole(map.store(page)) }
+        }
+        blackHole(handle)
+        return ns / Double(rounds)
+      },
+      floor: {
+        let floor = RefetchFloor()
+        floor.store(page)
+        var changed = 0
+        let ns = nanoseconds {
+          for _ in 0..<rounds { changed += floor.compare(page) }
+        }
+        precondition(changed == 0, "the page changed")
+        return ns / Double(rounds)
+      })
+  }
+
+  /// JSONDecoder decoding a page of 100 issues with nested users and labels, then the map
+  /// storing it; the floor is the decoding alone, so the ratio says what the map adds.
+  func storePageDecoded() -> Result {
+    let json = Issue.page(100)
+    let rounds = quick ? 20 : 100
+    var result = compare(
+      "store.page.decoded",
+      map: {
+        let map = IdentityMap()
+        var handles: [EntityObserver<[Issue]>] = []
+        let ns = nanoseconds {
+          for _ in 0..<rounds {
+            handles.append(map.store(try! JSONDecoder().decode([Issue].self, from: json)))
+          }
+        }
+        blackHole(handles.count)
+        return ns / Double(rounds)
+      },
+      floor: {
+        var decoded: [[Issue]] = []
+        let ns = nanoseconds {
+          for _ in 0..<rounds {
+            decoded.append(try! JSONDecoder().decode([Issue].self, from: json))
+          }
+        }
+        blackHole(decoded.count)
+        return ns / Double(rounds)
+      })
+    let share = 1 - result.baselineNsPerOp! / result.nsPerOp!
+    result.note = String(format: "the map's share of decode + store: %.0f%%", share * 100)
+    result.extra = [("mapShare", share)]
+    return result
   }
 
   // MARK: Concurrency and scale
@@ -423,6 +521,14 @@ struct Workloads {
 }
 
 extension Result {
+  /// The fan-out row, also per parent.
+  func perParent() -> Result {
+    var result = self
+    result.note = String(format: "%.0f ns per parent", nsPerOp! / 1_000)
+    result.extra = [("nsPerParent", nsPerOp! / 1_000)]
+    return result
+  }
+
   /// Keeps `objects` alive until the result is made, so that teardown is never timed.
   func keeping<T>(_ objects: T) -> Result {
     blackHole(objects)

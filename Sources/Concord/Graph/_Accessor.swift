@@ -57,7 +57,7 @@ extension _Accessor {
     return _Accessor(
       forEachChild: { root, core in core.visit(field.get(root), position: 0) },
       fill: { child, _, root, materializer in
-        field.set(&root, _Node<C>._value(of: child, materializer))
+        field.assign(&root, _Node<C>._value(of: child, materializer))
       },
       remove: nil,
       removeAll: nil,
@@ -80,7 +80,7 @@ extension _Accessor {
         if let child = field.get(root) { core.visit(child, position: 0) }
       },
       fill: { child, _, root, materializer in
-        field.set(&root, _Node<C>._value(of: child, materializer))
+        field.assign(&root, _Node<C>._value(of: child, materializer))
       },
       remove: { _, root in field.set(&root, nil) },
       removeAll: { root in field.set(&root, nil) },
@@ -188,13 +188,25 @@ struct _Field<Root, Value>: Sendable {
   func set(_ root: inout Root, _ value: Value) {
     modify(&root) { $0 = value }
   }
+
+  /// Writes `value` unless the field already holds it bit for bit (see `_identical`).
+  ///
+  /// NB: rewriting a collection element with itself would still copy a shared buffer, and
+  /// the value would no longer be identical to the one it came from: a refetch of unchanged
+  /// aggregates could then never take the identical fast path.
+  @inlinable
+  func assign(_ root: inout Root, _ value: Value) {
+    modify(&root) { if !_identical($0, value) { $0 = value } }
+  }
 }
 
 extension MutableCollection where Self: RangeReplaceableCollection {
-  /// Replaces the element at `offset` elements past `startIndex`.
+  /// Replaces the element at `offset` elements past `startIndex`, unless it already is
+  /// `element` bit for bit (see `_Field.assign(_:_:)`).
   @inlinable
   mutating func _replace(at offset: Int, with element: Element) {
-    self[index(startIndex, offsetBy: offset)] = element
+    let index = index(startIndex, offsetBy: offset)
+    if !_identical(self[index], element) { self[index] = element }
   }
 
   /// Removes the elements at the given offsets, which are ascending and unique.

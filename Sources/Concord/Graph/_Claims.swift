@@ -237,7 +237,9 @@ extension _MapCore {
       }
       touch(node)
       node.apply(claim: index, self)
-      if relink(node, to: scratch.links[claim.links]) {
+      // NB: a node nothing links to (a batch list, a root aggregate) cannot be on a cycle:
+      // its new links close none.
+      if relink(node, to: scratch.links[claim.links]) && node.hasParents {
         for link in node.children where link.child === node || link.child.hasChildren {
           scratch.cycleRoots.append(link.child)
         }

@@ -133,7 +133,9 @@ extension _MapCore {
         else { continue }
         if node.s.internalHolds == 0 {
           if buffers(node) { lifetime.buffer.enter(node) } else { purge(node) }
-        } else if node.hasChildren {
+        } else if node.cycle != 0 {
+          // NB: only a node that was ever on a cycle by identity can be on one held by
+          // itself alone; see `_Cycles.swift`.
           maybeCyclic.append(node)
         }
       }
