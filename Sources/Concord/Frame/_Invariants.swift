@@ -23,7 +23,7 @@ extension _MapCore {
     check(lifetime.candidates.isEmpty && lifetime.deferred.isEmpty, "lifetimes left unsettled")
     check(outbox.initials.isEmpty, "a subscription's current value was never delivered")
     check(!lifetime.buffer.overflows, "the release buffer holds more than its capacity")
-    let registered = registry.tables.values.reduce(0) { $0 + $1.count }
+    let registered = registry.tables.reduce(0) { $0 + $1.count }
     check(
       registered == registry.liveCount, "count is \(registry.liveCount), tables hold \(registered)")
 

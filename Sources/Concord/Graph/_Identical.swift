@@ -25,3 +25,11 @@ func _identical<T>(_ first: T, _ second: T) -> Bool {
     }
   }
 }
+
+/// Whether the value at `first` and the value at `second` have the same bits; see
+/// `_identical(_:_:)`. Compares in place, without copying (and retaining) either value.
+@inlinable
+func _identical<T>(at first: UnsafePointer<T>, _ second: UnsafePointer<T>) -> Bool {
+  let size = MemoryLayout<T>.size
+  return size == 0 || memcmp(first, second, size) == 0
+}

@@ -14,6 +14,8 @@ final class _Schema<Root>: Sendable {
   @usableFromInline let erasedAccessors: ContiguousArray<any AnyObject & Sendable>
   /// `==` when `Root` is `Equatable`.
   @usableFromInline let equality: (any _Equality<Root>)?
+  /// Whether `Root` is `Equatable`, read without copying `equality`.
+  @usableFromInline let isEquatable: Bool
   /// The value's own stamp, when `Root` is ``Stamped``.
   @usableFromInline let stamp: (@Sendable (Root) -> Stamp?)?
   /// ``Stamped/acceptsEqualStamps``; `false` for other types.
@@ -26,6 +28,7 @@ final class _Schema<Root>: Sendable {
     self.accessors = accessors
     self.erasedAccessors = ContiguousArray(accessors.map { $0 as any AnyObject & Sendable })
     self.equality = _equality(of: Root.self)
+    self.isEquatable = equality != nil
     (stamp, acceptsEqualStamps) = _stamping(of: Root.self)
     merge = _merging(of: Root.self)
   }
@@ -39,6 +42,7 @@ final class _Schema<Root>: Sendable {
     self.accessors = accessors
     self.erasedAccessors = ContiguousArray(accessors.map { $0 as any AnyObject & Sendable })
     self.equality = _equality(of: Root.self)
+    self.isEquatable = equality != nil
     if let wrappedStamp = wrapped.stamp {
       stamp = { (value: Wrapped?) -> Stamp? in value.flatMap(wrappedStamp) }
     } else {

@@ -91,7 +91,7 @@ extension _MapCore {
       publish(node, differs ? .updated : .unchanged)
       return
     }
-    guard schema.equality == nil || !_identical(node.value, value) else {
+    guard !schema.isEquatable || !_identical(node.value, value) else {
       // NB: bit for bit the stored value: nothing changes but the stamp, and nothing
       // propagates. (A type that is not `Equatable` tells its subscribers of every write, so
       // it is written anyway.)
@@ -116,7 +116,7 @@ extension _MapCore {
   ///   - call: The call's `modifiedAt`, for the nested entities that carry no stamp.
   ///   - mergeFromDepth: How deep the first claims that merge are: 0 for `store`, more for an
   ///     `update`, whose own entities started from the stored values.
-  @usableFromInline @discardableResult
+  @inlinable @discardableResult
   func writeTree<V: Sendable>(
     into root: _Node<V>, payload: V, stamp: Stamp?, call: Stamp?, mergeFromDepth: Int32 = 0
   ) -> Bool {
@@ -124,10 +124,16 @@ extension _MapCore {
     scratch.mergeFromDepth = mergeFromDepth
     let verdict = verdict(root, payload, root.schema(self), stamp: stamp)
     offer(root, payload: root.stash(self).append(payload, self), verdict: verdict, stamp: stamp)
+    runPass()
+    return verdict == .accepted
+  }
+
+  /// The type-erased rest of `writeTree`, from the root's claim on.
+  @usableFromInline
+  func runPass() {
     expandClaims()
     settle(from: applyClaims())
     endPass()
-    return verdict == .accepted
   }
 
   /// Stores `entities` behind a new batch list node.

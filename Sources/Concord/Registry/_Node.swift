@@ -426,6 +426,15 @@ class _Node<Value: Sendable>: _AnyNode {
     guard let merge = schema.merge, schema.isLeaf != atExpansion,
       core.scratch.claims[index].depth >= core.scratch.mergeFromDepth
     else { return }
+    _mergeClaimChain(index, core, merge)
+  }
+
+  // NB: apart from the check above, so that the check, made for every claim of every type,
+  // does not instantiate `Value?`'s metadata where this method runs unspecialized.
+  @usableFromInline @inline(never)
+  final func _mergeClaimChain(
+    _ index: Int, _ core: _MapCore, _ merge: @Sendable (Value, Value) -> Value
+  ) {
     let fresh = s.bits.contains(.fresh)
     var chain: [Int] = []
     var next = Int(core.scratch.claims[index].previous)
@@ -464,8 +473,11 @@ class _Node<Value: Sendable>: _AnyNode {
 
   @inlinable
   final func _isIdentical(toClaim index: Int, _ core: _MapCore) -> Bool {
-    !s.bits.contains(.fresh) && schema(core).equality != nil
-      && _identical(value, stash(core).values[Int(core.scratch.claims[index].payload)])
+    guard !s.bits.contains(.fresh) && schema(core).isEquatable else { return false }
+    let payload = Int(core.scratch.claims[index].payload)
+    return withUnsafePointer(to: &value) { stored in
+      stash(core).values.withUnsafeBufferPointer { _identical(at: stored, $0.baseAddress! + payload) }
+    }
   }
 
   @usableFromInline

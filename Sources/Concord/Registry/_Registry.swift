@@ -1,8 +1,11 @@
 /// Where the map finds its nodes: one table per entity type, and the alias slots.
 @usableFromInline
 struct _Registry {
-  /// One table per entity type.
-  @usableFromInline var tables: [ObjectIdentifier: _AnyTable] = [:]
+  /// One table per entity type, in creation order, and their types.
+  @usableFromInline var tables: [_AnyTable] = []
+  @usableFromInline var tableKeys: [ObjectIdentifier] = []
+  /// The position of each type's table, used once there are more types than a scan suits.
+  @usableFromInline var tableIndex: [ObjectIdentifier: Int] = [:]
   /// The last table looked up, by type: most calls in a row are about one type.
   /// NB: unmanaged: tables live as long as the map, and the hot path then borrows the table
   /// without a retain and release.
@@ -29,14 +32,30 @@ struct _Registry {
     unsafeDowncast(cachedTable(for: T.self).takeUnretainedValue(), to: _Table<T>.self)
   }
 
+  /// Up to this many types, a table is found by comparing keys.
+  @usableFromInline static var scanLimit: Int { 16 }
+
   @inlinable @inline(never)
   mutating func cacheTable<T: Identifiable & Sendable>(for _: T.Type, key: ObjectIdentifier) {
     let table: _AnyTable
-    if let existing = tables[key] {
-      table = existing
+    // NB: a write of aggregates alternates between a few types; comparing a few keys costs
+    // less than hashing one.
+    let found =
+      tables.count <= Self.scanLimit
+      ? tableKeys.firstIndex(of: key) : tableIndex[key]
+    if let found {
+      table = tables[found]
     } else {
       table = _Table<T>()
-      tables[key] = table
+      tables.append(table)
+      tableKeys.append(key)
+      if tables.count > Self.scanLimit {
+        if tableIndex.isEmpty {
+          for (index, key) in tableKeys.enumerated() { tableIndex[key] = index }
+        } else {
+          tableIndex[key] = tables.count - 1
+        }
+      }
     }
     lastKey = key
     lastTable = Unmanaged.passUnretained(table)
@@ -44,7 +63,7 @@ struct _Registry {
 
   /// Calls `body` with every registered entity node.
   func forEachEntityNode(_ body: (_AnyNode) -> Void) {
-    for table in tables.values { table.forEachNode(body) }
+    for table in tables { table.forEachNode(body) }
   }
 }
 

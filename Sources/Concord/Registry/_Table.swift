@@ -235,7 +235,15 @@ final class _Stash<Value>: _AnyStash {
     @exclusivity(unchecked) @usableFromInline var values: [Value] = []
   #endif
 
-  @usableFromInline override init() {}
+  /// Empties `values`, keeping the buffer. NB: made where the stash is created, in code
+  /// specialized for `Value`; `clear()` is called from type-erased code, where the array's
+  /// methods would otherwise run unspecialized and look up metadata on every call.
+  @usableFromInline let removeValues: (_Stash<Value>) -> Void
+
+  @inlinable override init() {
+    removeValues = { $0.values.removeAll(keepingCapacity: true) }
+    super.init()
+  }
 
   /// Keeps `value` and returns its index. The first value of a write enlists the stash, so
   /// that the write empties it when it ends.
@@ -246,9 +254,7 @@ final class _Stash<Value>: _AnyStash {
     return Int32(values.count - 1)
   }
 
-  override func clear() {
-    values.removeAll(keepingCapacity: true)
-  }
+  override func clear() { removeValues(self) }
 }
 
 extension Dictionary {
