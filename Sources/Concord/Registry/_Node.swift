@@ -476,7 +476,9 @@ class _Node<Value: Sendable>: _AnyNode {
     guard !s.bits.contains(.fresh) && schema(core).isEquatable else { return false }
     let payload = Int(core.scratch.claims[index].payload)
     return withUnsafePointer(to: &value) { stored in
-      stash(core).values.withUnsafeBufferPointer { _identical(at: stored, $0.baseAddress! + payload) }
+      stash(core).values.withUnsafeBufferPointer { payloads in
+        _identical(at: stored, payloads.baseAddress! + payload)
+      }
     }
   }
 
