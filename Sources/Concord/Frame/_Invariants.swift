@@ -26,6 +26,11 @@ extension _MapCore {
     let registered = registry.tables.reduce(0) { $0 + $1.count }
     check(
       registered == registry.liveCount, "count is \(registry.liveCount), tables hold \(registered)")
+    check(registry.pendingStarts.isEmpty, "a query or collector was never started")
+    let consumers = registry.tables.reduce(0) { $0 + $1.consumerCount }
+    check(
+      consumers == registry.consumerCount,
+      "\(registry.consumerCount) consumers counted, \(consumers) attached")
 
     var nodes: [_AnyNode] = []
     if let touched {
@@ -38,6 +43,7 @@ extension _MapCore {
       registry.forEachEntityNode { nodes.append($0) }
       nodes += registry.aliases.values
     }
+    for table in registry.tables { nodes += table.queryNodes }
     var seen: Set<ObjectIdentifier> = []
     var index = 0
     while index < nodes.count {
@@ -99,6 +105,7 @@ extension _MapCore {
         "\(name) is held but still in the release buffer")
     }
     check(node.slotsMatchChildren(self), "\(name): a slot differs from its child's value")
+    if let problem = node.queryProblem(self) { check(false, "query: \(problem)") }
   }
 
   private func check(_ condition: Bool, _ message: @autoclosure () -> String) {

@@ -124,7 +124,9 @@ final class _MapCore: @unchecked Sendable {
   /// Ends the outermost write: commits, releases the lock, then logs and delivers.
   @usableFromInline
   func endWrite() {
-    guard !journal.entries.isEmpty || !journal.stashes.isEmpty || lifetime.hasWork || !outbox.isIdle
+    guard
+      !journal.entries.isEmpty || !journal.stashes.isEmpty || lifetime.hasWork || !outbox.isIdle
+        || !registry.pendingStarts.isEmpty
     else {
       frame.depth -= 1
       lock.unlock()
@@ -141,6 +143,7 @@ final class _MapCore: @unchecked Sendable {
 
   /// Publishes the write's changes, settles lifetimes, and forgets the write.
   func commit() {
+    if registry.consumerCount > 0 || !registry.pendingStarts.isEmpty { feedConsumers() }
     publishJournal()
     settleLifetimes()
     #if CONCORD_INTERNAL_CHECKS

@@ -101,15 +101,18 @@ extension _MapCore {
     // nobody, and the copy and the `==` are saved on every parent a change reaches.
     let needsValue =
       journal.level > 0 || node.hasSubscribers || node.s.flags.contains(.alias)
+      || registry.consumerCount > 0
     let saved = needsValue ? node.saveValue(self) : _JournalEntry.notSaved
     appendEntry(node, saved: saved, wasPresent: wasPresent)
   }
 
   /// Whether a change can be published as it is made, skipping the journal: only in the
-  /// outermost write, and only while it has touched nothing else, so that no later write in it
-  /// can touch the node again.
+  /// outermost write, only while it has touched nothing else, so that no later write in it
+  /// can touch the node again, and only while no query or collector reads the journal.
   @inlinable
-  var publishesDirectly: Bool { frame.depth == 1 && journal.entries.isEmpty }
+  var publishesDirectly: Bool {
+    frame.depth == 1 && journal.entries.isEmpty && registry.consumerCount == 0
+  }
 
   /// Records a node the current write just created: before, it did not exist.
   @inlinable

@@ -42,6 +42,8 @@ enum _Deferred {
   case releaseHold(_AnyNode)
   /// A subscription was cancelled.
   case cancel(_AnyNode, _AnySubscriber)
+  /// Other bookkeeping, such as detaching a cancelled collector.
+  case perform((_MapCore) -> Void)
 }
 
 extension _MapCore {
@@ -119,6 +121,7 @@ extension _MapCore {
         switch work {
         case .releaseHold(let node): dropExternalHold(on: node)
         case .cancel(let node, let subscriber): detach(subscriber, from: node)
+        case .perform(let work): work(self)
         }
       }
       var maybeCyclic: [_AnyNode] = []
@@ -156,6 +159,7 @@ extension _MapCore {
   func purge(_ node: _AnyNode) {
     disown(node)
     node.s.flags.insert(.purged)
+    if node.s.flags.contains(.query) { node.detachConsumer(self) }
     if node.s.flags.contains(.registered) {
       node.unregister(from: self)
       if !node.s.flags.contains(.alias) { outbox.logReleased(node) }

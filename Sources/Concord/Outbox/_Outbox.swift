@@ -5,7 +5,9 @@
 // publishes, for each node the write touched, what happened to it; the outermost write of a
 // lone entity publishes its change directly, which is what the commit would find. Releases
 // (`logReleased`) come after, when lifetimes settle. Consumers read the change log here and only
-// here: observation queues deliveries, the logger queues events.
+// here: observation queues deliveries, the logger queues events, and live queries, indexes and
+// collectors read the same journal records just before (`feedConsumers()`), through the same
+// `committedChange(at:)`.
 
 /// What happened to a node in one committed write.
 @usableFromInline
@@ -132,6 +134,22 @@ extension _MapCore {
     }
   }
 
+  /// What the write did to the node of journal record `index`, which is the node's first:
+  /// its state before the write compared with its state now. `nil` for a node created and
+  /// taken out again within the write, which committed nothing.
+  @usableFromInline
+  func committedChange(at index: Int) -> _ChangeKind? {
+    let node = journal.entries[index].node
+    let wasPresent = journal.entries[index].wasPresent
+    let saved = journal.entries[index].saved
+    if node.isPresent {
+      if !wasPresent { return .inserted }
+      // NB: a value not saved (see `touch(_:)`) counts as changed.
+      return saved < 0 || node.differs(fromSaved: saved, self) ? .updated : .unchanged
+    }
+    return wasPresent ? .removed : nil
+  }
+
   /// Publishes what the write did to each node it touched, by comparing the node's first
   /// journal record with the node now. Then gives every subscription opened during the write
   /// that asked for the current value the value committed.
@@ -142,21 +160,7 @@ extension _MapCore {
     // NB: by index: copying each record out would retain and release its fields.
     for index in journal.entries.indices where journal.entries[index].previousMark == 0 {
       let node = journal.entries[index].node
-      let wasPresent = journal.entries[index].wasPresent
-      let saved = journal.entries[index].saved
-      let kind: _ChangeKind
-      if node.isPresent {
-        if !wasPresent {
-          kind = .inserted
-        } else if saved < 0 || node.differs(fromSaved: saved, self) {
-          // NB: a value not saved (see `touch(_:)`) counts as changed.
-          kind = .updated
-        } else {
-          kind = .unchanged
-        }
-      } else if wasPresent {
-        kind = .removed
-      } else {
+      guard let kind = committedChange(at: index) else {
         // Created and taken out again within the write: nothing committed, but streams opened
         // on it meanwhile end.
         if node.hasSubscribers && node.s.flags.contains(.removed) {

@@ -27,6 +27,8 @@ struct _NodeFlags: OptionSet, Sendable {
   @inlinable static var list: _NodeFlags { _NodeFlags(rawValue: 1 << 7) }
   /// The map's release buffer keeps the node, which nothing else holds; see `_ReleaseBuffer`.
   @inlinable static var buffered: _NodeFlags { _NodeFlags(rawValue: 1 << 8) }
+  /// The node is the result of a live query; see `_QueryNode`.
+  @inlinable static var query: _NodeFlags { _NodeFlags(rawValue: 1 << 9) }
 }
 
 /// Flags that only mean something during one pass of the graph (one claims-apply-settle run,
@@ -307,6 +309,21 @@ class _AnyNode {
   /// Whether every child slot holds its child's stored value; for `_checkInvariants`.
   @usableFromInline
   func slotsMatchChildren(_: _MapCore) -> Bool { fatalError("abstract") }
+
+  // MARK: Consumers of the change log (queries, indexes, collectors)
+
+  /// Tells the live queries and collectors of the node's type what the committed write did to
+  /// it. `saved` is where its journal saved its value from before the write, if it did.
+  @usableFromInline
+  func feedConsumers(_: _ChangeKind, saved _: Int32, _: _MapCore) {}
+
+  /// Only for a query node, which nobody holds any more: stops maintaining it and gives back
+  /// its holds on its members.
+  @usableFromInline
+  func detachConsumer(_: _MapCore) {}
+
+  /// Only for a query node: what is wrong with it, if anything; for `_checkInvariants`.
+  func queryProblem(_: _MapCore) -> String? { nil }
 }
 
 /// A slot holding a value of type `Value`: the base of entity, alias and batch list nodes.

@@ -8,6 +8,12 @@ class _AnyTable {
 
   /// How many nodes the table holds.
   var count: Int { fatalError("abstract") }
+
+  /// How many live queries and collectors of the table's type there are.
+  var consumerCount: Int { 0 }
+
+  /// The nodes of the table's live queries; for `_checkInvariants`.
+  var queryNodes: [_AnyNode] { [] }
 }
 
 /// The nodes of entity type `T`.
@@ -27,6 +33,10 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
   @usableFromInline let stash = _Stash<T>()
   /// The node operations that depend on `T`; see `_EntityOps`.
   @usableFromInline let ops: _EntityOps<T>
+  /// The live queries, indexes and collectors of `T`; `nil` while there are none.
+  @usableFromInline var consumers: _Consumers<T>?
+  /// The sequence number of the last node created: see `_EntityNode.sequence`.
+  @usableFromInline var lastSequence: UInt64 = 0
 
   @inlinable
   override init() {
@@ -87,6 +97,10 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
   override func forEachNode(_ body: (_AnyNode) -> Void) {
     for slot in slots.values { body(slot.takeUnretainedValue()) }
   }
+
+  override var consumerCount: Int { consumers?.count ?? 0 }
+
+  override var queryNodes: [_AnyNode] { consumers?.queryNodes ?? [] }
 }
 
 /// The operations on an entity node that depend on its type, as closures.
@@ -128,10 +142,15 @@ final class _EntityNode<T: Identifiable & Sendable>: _Node<T> {
   /// node its graph can reach. Typed, so that the engine's type-erased code reaches the type's
   /// schema and stash without looking up generic metadata.
   @usableFromInline unowned(unsafe) let table: _Table<T>
+  /// The node's rank in its table's creation order: live queries without a comparator, and
+  /// ties, list their members in this order, the order they were first stored.
+  @usableFromInline let sequence: UInt64
 
   @usableFromInline
   init(value: T, table: _Table<T>) {
     self.table = table
+    table.lastSequence &+= 1
+    sequence = table.lastSequence
     super.init(value: value, flags: .registered)
   }
 
@@ -177,6 +196,14 @@ final class _EntityNode<T: Identifiable & Sendable>: _Node<T> {
     guard table.remove(self, into: &core.outbox.graveyard) else { return }
     s.flags.remove(.registered)
     core.registry.liveCount -= 1
+    // NB: a removal reaches the indexes with the change log; a release never does.
+    if s.flags.contains(.purged) { table.consumers?.forget(self) }
+  }
+
+  override func feedConsumers(_ kind: _ChangeKind, saved: Int32, _ core: _MapCore) {
+    guard let consumers = table.consumers else { return }
+    consumers.feed(
+      self, kind, old: saved >= 0 ? table.stash.values[Int(saved)] : nil, core)
   }
 
   override func reregister(in core: _MapCore) {

@@ -1,0 +1,202 @@
+/// The live queries, indexes and collectors of entity type `T`: what the change log feeds when
+/// a write to a `T` commits.
+@usableFromInline
+final class _Consumers<T: Identifiable & Sendable> {
+  /// NB: unowned(unsafe): a map's tables live as long as the map.
+  unowned(unsafe) let table: _Table<T>
+  /// Queries that match with a filter (or match everything), each fed every change of `T`.
+  var queries: [_QueryNode<T>] = []
+  /// Indexes, each on one key path, with their queries.
+  var indexes: [_AnyIndex<T>] = []
+  var sinks: [_CollectorSink<T>] = []
+  /// Queries (filtered or indexed) and collectors attached.
+  var count = 0
+
+  init(table: _Table<T>) {
+    self.table = table
+  }
+
+  /// The nodes of every query, for `_checkInvariants`.
+  var queryNodes: [_AnyNode] {
+    queries + indexes.flatMap { $0.queryNodes }
+  }
+
+  /// Tells every consumer what the committed write did to `node`; `old` is its value before.
+  func feed(_ node: _EntityNode<T>, _ kind: _ChangeKind, old: T?, _ core: _MapCore) {
+    if kind == .removed {
+      for query in queries { query.drop(node, old: old, core) }
+    } else if !queries.isEmpty {
+      let new = node.value
+      for query in queries {
+        if query.filter?(new) ?? true {
+          query.place(node, old: old, kind, core)
+        } else {
+          query.drop(node, old: old, core)
+        }
+      }
+    }
+    for index in indexes { index.feed(node, kind, old: old, core) }
+    guard !sinks.isEmpty else { return }
+    let change: EntityChange<T>
+    switch kind {
+    case .inserted: change = .inserted(node.value)
+    case .updated: change = .updated(node.value)
+    case .removed: change = .removed(node.value)
+    case .unchanged: return
+    }
+    for sink in sinks { sink.collect(change) }
+  }
+
+  /// Forgets `node`, which left the map without a change (it was released).
+  func forget(_ node: _EntityNode<T>) {
+    for index in indexes { index.forget(node) }
+  }
+
+  // MARK: Attaching and detaching
+
+  func attach(query: _QueryNode<T>, _ core: _MapCore) {
+    queries.append(query)
+    counted(+1, core)
+  }
+
+  func detach(query: _QueryNode<T>, _ core: _MapCore) {
+    queries.removeAll { $0 === query }
+    counted(-1, core)
+  }
+
+  func attach(sink: _CollectorSink<T>, _ core: _MapCore) {
+    sinks.append(sink)
+    counted(+1, core)
+  }
+
+  func detach(sink: _CollectorSink<T>, _ core: _MapCore) {
+    guard let index = sinks.firstIndex(where: { $0 === sink }) else { return }
+    sinks.remove(at: index)
+    counted(-1, core)
+  }
+
+  /// The index on `keyPath`, built from the table on first use.
+  ///
+  /// - Complexity: O(entities of `T`) the first time, O(indexes of `T`) after.
+  func index<V: Hashable>(on keyPath: KeyPath<T, V>) -> _Index<T, V> {
+    if let found = indexes.first(where: { $0.keyPath == keyPath }) {
+      return unsafeDowncast(found, to: _Index<T, V>.self)
+    }
+    let made = _Index(consumers: self, keyPath: keyPath)
+    for slot in table.slots.values { made.file(slot.takeUnretainedValue()) }
+    indexes.append(made)
+    return made
+  }
+
+  /// An indexed query was opened (+1) or closed (-1).
+  func countIndexedQuery(_ delta: Int, _ core: _MapCore) {
+    counted(delta, core)
+  }
+
+  func drop(index: _AnyIndex<T>) {
+    indexes.removeAll { $0 === index }
+  }
+
+  /// Keeps the counts: the table's consumers and the map's. Without any, the table forgets
+  /// this object, so that writes to `T` skip the feed.
+  private func counted(_ delta: Int, _ core: _MapCore) {
+    count += delta
+    core.registry.consumerCount += delta
+    if count == 0 { table.consumers = nil }
+  }
+}
+
+/// A secondary index of entity type `T` on one key path, whatever the key's type.
+class _AnyIndex<T: Identifiable & Sendable> {
+  let keyPath: AnyKeyPath
+
+  init(keyPath: AnyKeyPath) {
+    self.keyPath = keyPath
+  }
+
+  var queryNodes: [_AnyNode] { fatalError("abstract") }
+
+  func feed(_: _EntityNode<T>, _: _ChangeKind, old _: T?, _: _MapCore) { fatalError("abstract") }
+
+  func forget(_: _EntityNode<T>) { fatalError("abstract") }
+}
+
+/// A secondary index of `T` on a key path to a `V`: the entities of each key, and the
+/// indexed queries of each key.
+///
+/// A write costs O(1) index work (two hash lookups, and a move between buckets when the key
+/// changed), however many queries are open; then each query of the old and new key does its
+/// own O(log *m*) work.
+final class _Index<T: Identifiable & Sendable, V: Hashable>: _AnyIndex<T> {
+  unowned(unsafe) let consumers: _Consumers<T>
+  let path: KeyPath<T, V>
+  /// The entities of each key. NB: unmanaged and keyed by node: the index holds nothing; a
+  /// node leaves it when it is removed (with the change log) or released (`forget`).
+  var buckets: [V: [ObjectIdentifier: Unmanaged<_EntityNode<T>>]] = [:]
+  /// The key each node was filed under.
+  var keys: [ObjectIdentifier: V] = [:]
+  /// The open queries of each key.
+  var queries: [V: [_QueryNode<T>]] = [:]
+
+  init(consumers: _Consumers<T>, keyPath: KeyPath<T, V>) {
+    self.consumers = consumers
+    path = keyPath
+    super.init(keyPath: keyPath)
+  }
+
+  override var queryNodes: [_AnyNode] { queries.values.flatMap { $0 } }
+
+  /// Files `node` under its current key; returns the key it was filed under before, if it
+  /// differs.
+  @discardableResult
+  func file(_ node: _EntityNode<T>) -> V? {
+    let id = ObjectIdentifier(node)
+    let key = node.value[keyPath: path]
+    let previous = keys.updateValue(key, forKey: id)
+    guard previous != key else { return nil }
+    if let previous { unfile(id, from: previous) }
+    buckets[key, default: [:]][id] = .passUnretained(node)
+    return previous
+  }
+
+  private func unfile(_ id: ObjectIdentifier, from key: V) {
+    buckets[key]?.removeValue(forKey: id)
+    if buckets[key]?.isEmpty == true { buckets[key] = nil }
+  }
+
+  override func feed(_ node: _EntityNode<T>, _ kind: _ChangeKind, old: T?, _ core: _MapCore) {
+    if kind == .removed {
+      guard let key = keys.removeValue(forKey: ObjectIdentifier(node)) else { return }
+      unfile(ObjectIdentifier(node), from: key)
+      for query in queries[key] ?? [] { query.drop(node, old: old, core) }
+      return
+    }
+    if let previous = file(node) {
+      for query in queries[previous] ?? [] { query.drop(node, old: old, core) }
+    }
+    for query in queries[node.value[keyPath: path]] ?? [] {
+      query.place(node, old: old, kind, core)
+    }
+  }
+
+  override func forget(_ node: _EntityNode<T>) {
+    guard let key = keys.removeValue(forKey: ObjectIdentifier(node)) else { return }
+    unfile(ObjectIdentifier(node), from: key)
+  }
+
+  /// Starts `query` on the entities of `key`.
+  ///
+  /// - Complexity: O(*m* log *m*) for *m* entities of the key: it never visits the others.
+  func open(_ query: _QueryNode<T>, key: V, _ core: _MapCore) {
+    queries[key, default: []].append(query)
+    consumers.countIndexedQuery(+1, core)
+    query.leaveIndex = { [unowned self, unowned query] core in
+      self.queries[key]?.removeAll { $0 === query }
+      if self.queries[key]?.isEmpty == true { self.queries[key] = nil }
+      self.consumers.countIndexedQuery(-1, core)
+      if self.queries.isEmpty { self.consumers.drop(index: self) }
+    }
+    let nodes = buckets[key]?.values.map { $0.takeUnretainedValue() } ?? []
+    query.start(with: nodes, core)
+  }
+}

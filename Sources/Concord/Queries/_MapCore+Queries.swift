@@ -1,0 +1,108 @@
+extension _MapCore {
+  /// The consumers of `T`, made on first use.
+  func consumers<T: Identifiable & Sendable>(of _: T.Type) -> _Consumers<T> {
+    let table = registry.table(for: T.self)
+    if let consumers = table.consumers { return consumers }
+    let made = _Consumers(table: table)
+    table.consumers = made
+    return made
+  }
+
+  /// Runs `start` now, in a write that has changed nothing yet, or when the current write
+  /// commits, after the change log has fed the consumers already there: a query or collector
+  /// starts from committed state, and never sees a write that was under way when it opened.
+  func startNowOrAtCommit(_ start: @escaping () -> Void) {
+    if frame.depth == 1 && journal.entries.isEmpty {
+      start()
+    } else {
+      registry.pendingStarts.append(start)
+    }
+  }
+
+  /// Opens a live query of `T` and returns its node, held for a handle.
+  ///
+  /// - Complexity: O(*n* + *m* log *m*) for *n* entities of `T` and *m* matches.
+  func openQuery<T: Identifiable & Sendable>(
+    _: T.Type, filter: (@Sendable (T) -> Bool)?, sortedBy: (@Sendable (T, T) -> Bool)?
+  ) -> Unmanaged<_Node<[T]>> {
+    let table = registry.table(for: T.self)
+    let query = _QueryNode(table: table, filter: filter, sortedBy: sortedBy)
+    adopt(query)
+    let held = holdForHandle(query)
+    startNowOrAtCommit { [self] in
+      let consumers = consumers(of: T.self)
+      query.consumers = consumers
+      let nodes = table.slots.values.lazy.map { $0.takeUnretainedValue() }
+        .filter { filter?($0.value) ?? true }
+      consumers.attach(query: query, self)
+      query.start(with: Array(nodes), self)
+    }
+    return held
+  }
+
+  /// Opens a live query of the entities of `T` whose `keyPath` is `key`, from the index on
+  /// `keyPath`, and returns its node, held for a handle.
+  ///
+  /// - Complexity: O(*n*) for *n* entities of `T` when the index is built; O(*m* log *m*) for
+  ///   *m* matches otherwise.
+  func openIndexedQuery<T: Identifiable & Sendable, V: Hashable & Sendable>(
+    _: T.Type, keyPath: KeyPath<T, V>, key: V, sortedBy: (@Sendable (T, T) -> Bool)?
+  ) -> Unmanaged<_Node<[T]>> {
+    let query = _QueryNode(table: registry.table(for: T.self), filter: nil, sortedBy: sortedBy)
+    adopt(query)
+    let held = holdForHandle(query)
+    startNowOrAtCommit { [self] in
+      let consumers = consumers(of: T.self)
+      query.consumers = consumers
+      consumers.index(on: keyPath).open(query, key: key, self)
+    }
+    return held
+  }
+
+  /// Opens a collector of `T`'s changes.
+  func openCollector<T: Identifiable & Sendable>(_: T.Type) -> _CollectorSink<T> {
+    let sink = _CollectorSink<T>()
+    startNowOrAtCommit { [self] in
+      guard !sink.cancelled else { return }
+      consumers(of: T.self).attach(sink: sink, self)
+    }
+    return sink
+  }
+
+  /// Feeds the consumers with the committed write's changes, then starts the queries and
+  /// collectors opened during it.
+  ///
+  /// Filters, comparators and key paths run here, under the lock; see
+  /// ``IdentityMap/query(_:filter:sortedBy:)``.
+  func feedConsumers() {
+    if registry.consumerCount > 0 {
+      // NB: the queries record themselves in the journal as they change: feed the entities'
+      // records only, the ones there before.
+      let end = journal.entries.count
+      for index in 0..<end where journal.entries[index].previousMark == 0 {
+        guard let kind = committedChange(at: index) else { continue }
+        journal.entries[index].node.feedConsumers(
+          kind, saved: journal.entries[index].saved, self)
+      }
+    }
+    while !registry.pendingStarts.isEmpty {
+      let starts = registry.pendingStarts
+      registry.pendingStarts = []
+      for start in starts { start() }
+    }
+  }
+
+  /// Runs `work` under the lock as soon as it is safe: now, or, when this thread is inside a
+  /// frame of the map (a deinit in the middle of a write), when that write ends.
+  func detachSoon(_ work: @escaping (_MapCore) -> Void) {
+    lock.lock()
+    guard frame.depth == 0 else {
+      lifetime.deferred.append(.perform(work))
+      lock.unlock()
+      return
+    }
+    frame.depth = 1
+    work(self)
+    endWrite()
+  }
+}

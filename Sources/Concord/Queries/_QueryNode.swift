@@ -1,0 +1,225 @@
+// Live queries: a query is a node whose value is its result, kept current by the change log.
+//
+// When a write commits, `feedConsumers()` reads its journal records (the same ones the change
+// log publishes from) and hands each changed entity of a type with queries to that type's
+// `_Consumers`. A filtered query evaluates its filter on the new value; an indexed query is
+// told by its index whether the entity's key matches. The query then inserts, moves or drops
+// the entity with a binary search.
+//
+// Order is total: the comparator, then creation order (`_EntityNode.sequence`). So the
+// position of a member is found by binary search with the value the query last saw of it,
+// which is the value the write's journal saved (with consumers, every record saves its value).
+// A comparator that is not a strict weak order, or that changes its mind, only costs a linear
+// scan as a fallback: membership is kept in a set, never inferred from the order.
+
+/// One member of a query's result.
+struct _QueryMember<T: Identifiable & Sendable> {
+  /// NB: unmanaged: the query holds its member with an external hold, and the member is in
+  /// its table (or adopted while removed) as long as the query holds it.
+  let node: Unmanaged<_EntityNode<T>>
+  let sequence: UInt64
+
+  init(_ node: _EntityNode<T>) {
+    self.node = .passUnretained(node)
+    sequence = node.sequence
+  }
+
+  func `is`(_ other: _EntityNode<T>) -> Bool {
+    node.toOpaque() == Unmanaged.passUnretained(other).toOpaque()
+  }
+}
+
+/// The node behind a live query's handle. Its value is the result, in order; it holds each
+/// member with one external hold, and only its members.
+final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
+  let listSchema: _Schema<[T]>
+  let stashed = _Stash<[T]>()
+  /// NB: unowned(unsafe): a map's tables live as long as the map.
+  unowned(unsafe) let table: _Table<T>
+  /// The consumers of `T` the query is attached to, once started.
+  var consumers: _Consumers<T>?
+  /// `nil` for a query of every entity of the type, and for an indexed query, whose index
+  /// does the matching.
+  let filter: (@Sendable (T) -> Bool)?
+  let areInIncreasingOrder: (@Sendable (T, T) -> Bool)?
+  /// For an indexed query: how it leaves its index.
+  var leaveIndex: ((_MapCore) -> Void)?
+  /// The members, in the order of `value`.
+  var members: [_QueryMember<T>] = []
+  var memberIDs: Set<ObjectIdentifier> = []
+  /// Whether the query is attached to its consumers and holds its members.
+  var isStarted = false
+
+  init(
+    table: _Table<T>, filter: (@Sendable (T) -> Bool)?,
+    sortedBy areInIncreasingOrder: (@Sendable (T, T) -> Bool)?
+  ) {
+    listSchema = .list(of: T.self)
+    self.table = table
+    self.filter = filter
+    self.areInIncreasingOrder = areInIncreasingOrder
+    super.init(value: [], flags: [.list, .query])
+  }
+
+  override func schema(_: _MapCore) -> _Schema<[T]> { listSchema }
+
+  override func stash(_: _MapCore) -> _Stash<[T]> { stashed }
+
+  /// NB: a query knows when its result changed (it only touches itself then), so its journal
+  /// record saves no copy of the result: mutating the copy-on-write array would copy it all.
+  override func saveValue(_: _MapCore) -> Int32 { _JournalEntry.notSaved }
+
+  // MARK: Order
+
+  /// Whether (`first`, `firstSequence`) comes before (`second`, `secondSequence`).
+  @inline(__always)
+  func precedes(_ first: T, _ firstSequence: UInt64, _ second: T, _ secondSequence: UInt64)
+    -> Bool
+  {
+    if let areInIncreasingOrder {
+      if areInIncreasingOrder(first, second) { return true }
+      if areInIncreasingOrder(second, first) { return false }
+    }
+    return firstSequence < secondSequence
+  }
+
+  /// Where (`element`, `sequence`) goes: the first position not before it.
+  ///
+  /// - Complexity: O(log *m*) comparisons.
+  func insertionIndex(_ element: T, _ sequence: UInt64) -> Int {
+    var low = 0
+    var high = value.count
+    while low < high {
+      let middle = (low + high) / 2
+      if precedes(value[middle], members[middle].sequence, element, sequence) {
+        low = middle + 1
+      } else {
+        high = middle
+      }
+    }
+    return low
+  }
+
+  /// The position of `node` in the result, if it is a member, found with `old`, its value
+  /// when the query last saw it.
+  func position(of node: _EntityNode<T>, old: T?) -> Int? {
+    guard memberIDs.contains(ObjectIdentifier(node)) else { return nil }
+    if let old {
+      let index = insertionIndex(old, node.sequence)
+      if index < members.count && members[index].is(node) { return index }
+    }
+    // NB: a comparator that is not a strict weak order, or that reads the map and changed
+    // its mind, misleads the search; the set says the node is here.
+    return members.firstIndex { $0.is(node) }
+  }
+
+  // MARK: Maintenance
+
+  /// Makes `node`, whose new value matches, a member in its place. `old` is its value when
+  /// the query last saw it; `kind` what the write did to it.
+  func place(_ node: _EntityNode<T>, old: T?, _ kind: _ChangeKind, _ core: _MapCore) {
+    let new = node.value
+    let sequence = node.sequence
+    guard let index = position(of: node, old: old) else {
+      core.touch(self)
+      let index = insertionIndex(new, sequence)
+      value.insert(new, at: index)
+      members.insert(_QueryMember(node), at: index)
+      memberIDs.insert(ObjectIdentifier(node))
+      core.holdForQuery(node)
+      return
+    }
+    let fits =
+      (index == 0 || precedes(value[index - 1], members[index - 1].sequence, new, sequence))
+      && (index == value.count - 1
+        || precedes(new, sequence, value[index + 1], members[index + 1].sequence))
+    // NB: an `.unchanged` write is `==` to the value the query has: the copy is refreshed so
+    // that the query agrees with `find`, and nobody is told.
+    if kind != .unchanged || !fits { core.touch(self) }
+    if fits {
+      value[index] = new
+      return
+    }
+    value.remove(at: index)
+    let member = members.remove(at: index)
+    let target = insertionIndex(new, sequence)
+    value.insert(new, at: target)
+    members.insert(member, at: target)
+  }
+
+  /// Takes `node` out of the result, if it is a member.
+  func drop(_ node: _EntityNode<T>, old: T?, _ core: _MapCore) {
+    guard let index = position(of: node, old: old) else { return }
+    core.touch(self)
+    value.remove(at: index)
+    members.remove(at: index)
+    memberIDs.remove(ObjectIdentifier(node))
+    core.dropExternalHold(on: node)
+  }
+
+  /// Fills the result with `nodes`, which match, and holds them.
+  ///
+  /// - Complexity: O(*m* log *m*) for *m* members.
+  func start(with nodes: [_EntityNode<T>], _ core: _MapCore) {
+    var entries = nodes.map { (member: _QueryMember($0), value: $0.value) }
+    entries.sort { precedes($0.value, $0.member.sequence, $1.value, $1.member.sequence) }
+    value = entries.map(\.value)
+    members = entries.map(\.member)
+    memberIDs = Set(nodes.lazy.map(ObjectIdentifier.init))
+    for node in nodes { core.holdForQuery(node) }
+    isStarted = true
+  }
+
+  override func detachConsumer(_ core: _MapCore) {
+    guard isStarted else { return }
+    isStarted = false
+    if let leaveIndex {
+      leaveIndex(core)
+      self.leaveIndex = nil
+    } else {
+      consumers?.detach(query: self, core)
+    }
+    consumers = nil
+    let dropped = members
+    members = []
+    memberIDs = []
+    for member in dropped { core.dropExternalHold(on: member.node.takeUnretainedValue()) }
+  }
+
+  override func queryProblem(_ core: _MapCore) -> String? {
+    guard isStarted else { return "a live query was never started" }
+    guard members.count == value.count, memberIDs.count == members.count else {
+      return "\(value.count) values, \(members.count) members, \(memberIDs.count) ids"
+    }
+    let equality = table.schema.equality
+    for (index, member) in members.enumerated() {
+      let node = member.node.takeUnretainedValue()
+      guard node.s.flags.contains(.registered), !node.s.flags.contains(.removed) else {
+        return "member \(index) of \(T.self) is not stored"
+      }
+      guard memberIDs.contains(ObjectIdentifier(node)), node.s.externalHolds > 0 else {
+        return "member \(index) of \(T.self) is not held"
+      }
+      if let equality, !equality.equal(value[index], node.value) {
+        return "member \(index) of \(T.self) differs from the stored value"
+      }
+      if let filter, !filter(node.value) {
+        return "member \(index) of \(T.self) does not match the filter"
+      }
+      if index > 0
+        && !precedes(value[index - 1], members[index - 1].sequence, value[index], member.sequence)
+      {
+        return "members \(index - 1) and \(index) of \(T.self) are out of order"
+      }
+    }
+    return nil
+  }
+}
+
+extension _MapCore {
+  /// One more hold on `node`, from a live query that has it as a member.
+  func holdForQuery(_ node: _AnyNode) {
+    unbuffer(node)
+    node.s.externalHolds += 1
+  }
+}
