@@ -4,7 +4,7 @@ import Concord
 /// same work as the map, and nothing else.
 final class Floor<Value: Identifiable & Sendable>: @unchecked Sendable where Value.ID == Int {
   // NB: @unchecked because `storage` is only touched while holding `lock`.
-  private let lock = Lock(recursive: true)
+  let lock = Lock(recursive: true)
   private var storage: [Int: Value] = [:]
 
   @inline(__always)

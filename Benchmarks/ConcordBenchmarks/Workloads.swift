@@ -15,7 +15,7 @@ struct Workloads {
     "store.insert", "store.replace", "find.hit", "find.miss", "store.batch", "store.aggregate",
     "propagate.fanout1000", "notify.callback", "transaction.batch100", "concurrent.read90",
     "scale.find.1M", "memory.perEntity", "store.merge", "retention.churn", "store.refetch",
-    "store.page.decoded",
+    "store.page.decoded", "query.maintain", "query.indexed.open", "collector.drain",
   ]
 
   func run(_ name: String) -> Result {
@@ -36,6 +36,9 @@ struct Workloads {
     case "retention.churn": retentionChurn()
     case "store.refetch": storeRefetch()
     case "store.page.decoded": storePageDecoded()
+    case "query.maintain": queryMaintain()
+    case "query.indexed.open": queryIndexedOpen()
+    case "collector.drain": collectorDrain()
     default: fatalError("unknown workload \(name)")
     }
   }

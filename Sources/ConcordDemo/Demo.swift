@@ -1,8 +1,8 @@
 import Concord
 import Foundation
 
-/// The demo's story: load the app's data, open three screens, then play the websocket events
-/// and show who hears what.
+/// The demo's story: load the app's data, open four screens and a header, then play the
+/// websocket events and show who hears what.
 struct Demo {
   let console: Console
   /// Events from `--replay`, or the scripted ones.
@@ -21,7 +21,10 @@ struct Demo {
     var feedDraws = 0
     var authorDraws = 0
     var headerDraws = 0
+    var shelfDraws = 0
     var feed: FeedPage?
+    /// The titles on Ursula's shelf at the end.
+    var shelf: [String] = []
     var user: User?
   }
 
@@ -37,6 +40,7 @@ struct Demo {
     let profile = try client.loadAuthor(ScriptedServer.authorProfile)
     let feed = Screen.feed(page, console: console, quiet: false)
     let author = Screen.author(profile, console: console, quiet: false)
+    let shelf = Screen.shelf(of: 1, in: map, console: console, quiet: false)
 
     console.write("GET /books/dune")
     var bookScreen: Screen<Book>? = .book(
@@ -72,12 +76,15 @@ struct Demo {
     outcome.feedDraws = feed.draws.value
     outcome.authorDraws = author.draws.value
     outcome.headerDraws = header.draws.value
+    outcome.shelfDraws = shelf.draws.value
+    outcome.shelf = map.query(Book.self, where: \.author.id, equals: 1).value.map(\.title).sorted()
     outcome.feed = page.value
     outcome.user = map.find(named: .currentUser).value
     console.write(
       "done: \(outcome.applied) events applied (\(outcome.refused) refused as stale), "
         + "\(outcome.badLines.count) bad lines skipped; \(outcome.live) entities live; "
-        + "redraws: feed \(outcome.feedDraws), author \(outcome.authorDraws), header \(outcome.headerDraws)"
+        + "redraws: feed \(outcome.feedDraws), author \(outcome.authorDraws), "
+        + "shelf \(outcome.shelfDraws), header \(outcome.headerDraws)"
     )
     client.log.muted.increment()
     return outcome

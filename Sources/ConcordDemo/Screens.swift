@@ -79,6 +79,20 @@ extension Screen where Value == Author {
   }
 }
 
+extension Screen where Value == [Book] {
+  /// An author's shelf: a live query of their books, by title. A book enters when it is
+  /// published or stored, and leaves when it is removed or changes author.
+  static func shelf(
+    of author: Author.ID, in map: IdentityMap, console: Console, quiet: Bool
+  ) -> Screen {
+    let books = map.query(Book.self, where: \.author.id, equals: author) { $0.title < $1.title }
+    return Screen("shelf", showing: books, console: console, quiet: quiet) { books in
+      guard let first = books.first else { return "no books" }
+      return "\(first.author.name): " + books.map(\.title).joined(separator: " · ")
+    }
+  }
+}
+
 extension Screen where Value == User? {
   /// The header: who is signed in, from the `currentUser` alias, open before the alias is set.
   static func header(_ user: EntityObserver<User?>, console: Console, quiet: Bool) -> Screen {

@@ -47,7 +47,7 @@ enum ScriptedServer {
     {"type": "author.renamed", "stamp": 103, "author": {"id": 1, "name": "U. Le Guin"}}
     {"type": "user.renamed", "stamp": 104, "user": {"id": 7, "name": "Sparrowhawk"}}
     {"type": "burst", "stamp": 108, "events": [{"type": "book.retitled", "stamp": 106, "book": "earthsea", "title": "A Wizard of Earthsea (50th anniversary)"}, {"type": "author.renamed", "stamp": 107, "author": {"id": 1, "name": "Ursula Kroeber Le Guin"}}, {"type": "book.published", "stamp": 108, "book": {"id": "tehanu", "title": "Tehanu", "author": {"id": 1, "name": "Ursula Kroeber Le Guin"}}}]}
-    {"type": "book.removed", "stamp": 109, "book": "kindred"}
+    {"type": "book.removed", "stamp": 109, "book": "left-hand"}
     {"type": "book.burned", "stamp": 110, "book": "earthsea"}
     {"type": "author.renamed", "stamp": 111, "author": {"id": 1, "name": 
     """

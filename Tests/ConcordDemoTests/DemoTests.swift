@@ -22,17 +22,22 @@ struct DemoTests {
     #expect(outcome.applied == 5)
     #expect(outcome.refused == 1, "the late rename is refused")
     #expect(outcome.badLines.map(\.line) == [6, 7])
-    #expect(outcome.live == 6, "page, three books, Ursula, the signed-in user")
+    #expect(outcome.live == 7, "page, three books, Ursula, Octavia, the signed-in user")
     #expect(
       outcome.feed?.books.map(\.title) == [
-        "A Wizard of Earthsea (50th anniversary)", "The Left Hand of Darkness", "Tehanu",
+        "A Wizard of Earthsea (50th anniversary)", "Kindred", "Tehanu",
       ])
-    #expect(Set(outcome.feed?.books.map(\.author.name) ?? []) == ["Ursula Kroeber Le Guin"])
+    #expect(
+      Set(outcome.feed?.books.map(\.author.name) ?? []) == [
+        "Ursula Kroeber Le Guin", "Octavia Butler",
+      ])
+    #expect(outcome.shelf == ["A Wizard of Earthsea (50th anniversary)", "Tehanu"])
     #expect(outcome.user == User(id: 7, name: "Sparrowhawk"))
     // Drawn once when opened, then once per write that changed them: a burst counts once.
     #expect(outcome.feedDraws == 4)
     #expect(outcome.authorDraws == 3)
     #expect(outcome.headerDraws == 3)
+    #expect(outcome.shelfDraws == 4, "opened, the rename, the burst, the removal")
   }
 
   @Test func theTranscriptTellsTheStory() throws {
@@ -46,6 +51,18 @@ struct DemoTests {
     #expect(text.contains("ws line 6: unknown event type \"book.burned\" (skipped)"))
     #expect(text.contains("ws line 7: malformed JSON (skipped)"))
     #expect(!text.contains("released FeedPage"), "the final teardown stays quiet")
+    #expect(
+      text.contains(
+        "shelf  │ Ursula Kroeber Le Guin: A Wizard of Earthsea (50th anniversary) · Tehanu · "
+          + "The Left Hand of Darkness"),
+      "a published book enters the live shelf")
+    #expect(
+      text.contains(
+        "ws line 5: book.removed left-hand (stamp 109)\n  log    │ removed Book(left-hand)\n"
+          + "  feed   │ A Wizard of Earthsea (50th anniversary) — Ursula Kroeber Le Guin · Kindred — "
+          + "Octavia Butler · Tehanu — Ursula Kroeber Le Guin\n"
+          + "  shelf  │ Ursula Kroeber Le Guin: A Wizard of Earthsea (50th anniversary) · Tehanu"),
+      "a removed book leaves it")
     #expect(
       text.contains("author │ Ursula K. Le Guin (wrote Earthsea)"),
       "the renaming event's stub merges into the profile: the bio stays")

@@ -3,9 +3,8 @@ extension IdentityMap {
   /// order, kept current as entities are stored, updated, removed or released.
   ///
   /// ```swift
-  /// let openIssues = map.query(Issue.self, filter: { $0.state == .open }) {
-  ///   $0.updatedAt > $1.updatedAt
-  /// }
+  /// let openIssues = map.query(
+  ///   Issue.self, filter: { $0.state == .open }, sortedBy: { $0.updatedAt > $1.updatedAt })
   /// openIssues.observe { issues in render(issues) }
   /// ```
   ///
@@ -40,6 +39,7 @@ extension IdentityMap {
   /// - Complexity: O(*n* + *m* log *m*) to open, for *n* stored entities of `type` and *m*
   ///   results. Each write then costs, for each query of the written type, one filter call and
   ///   O(log *m*) comparisons; queries of other types cost nothing.
+  @inlinable
   public func query<T: Identifiable & Sendable>(
     _ type: T.Type,
     filter: (@Sendable (T) -> Bool)? = nil,
@@ -74,6 +74,7 @@ extension IdentityMap {
   ///   O(*m* log *m*) for *m* results otherwise. Each write then costs O(1) index work however
   ///   many indexed queries are open, plus O(log *m*) comparisons in each query whose key the
   ///   entity had or has.
+  @inlinable
   public func query<T: Identifiable & Sendable, V: Hashable & Sendable>(
     _ type: T.Type,
     where keyPath: KeyPath<T, V> & Sendable, equals value: V,
@@ -92,6 +93,7 @@ extension IdentityMap {
   /// - Parameter type: The entity type.
   /// - Returns: The collector. It holds nothing alive; drop it or call
   ///   ``ChangeCollector/cancel()`` to stop collecting.
+  @inlinable
   public func collector<T: Identifiable & Sendable>(_ type: T.Type) -> ChangeCollector<T> {
     ChangeCollector(sink: _core.write { _core.openCollector(T.self) }, core: _core)
   }

@@ -99,9 +99,11 @@ extension _MapCore {
     // NB: the value is saved when something needs it: a rollback, a subscriber to tell only
     // if it changed, an alias's log. Otherwise the node is counted as updated, which tells
     // nobody, and the copy and the `==` are saved on every parent a change reaches.
+    // With queries or collectors, an entity's value before the write is what they compare
+    // with; batch lists and queries never need theirs.
     let needsValue =
       journal.level > 0 || node.hasSubscribers || node.s.flags.contains(.alias)
-      || registry.consumerCount > 0
+      || (registry.consumerCount > 0 && node.s.flags.contains(.registered))
     let saved = needsValue ? node.saveValue(self) : _JournalEntry.notSaved
     appendEntry(node, saved: saved, wasPresent: wasPresent)
   }

@@ -34,9 +34,10 @@
 /// Recording happens under the map's lock and ``drain()`` takes the collector's own lock, so a
 /// collector loses nothing to concurrent writers, and can be drained from any thread.
 public final class ChangeCollector<T: Identifiable & Sendable>: Sendable {
-  let sink: _CollectorSink<T>
+  @usableFromInline let sink: _CollectorSink<T>
   let core: _MapCore
 
+  @usableFromInline
   init(sink: _CollectorSink<T>, core: _MapCore) {
     self.sink = sink
     self.core = core
@@ -51,6 +52,7 @@ public final class ChangeCollector<T: Identifiable & Sendable>: Sendable {
   /// collector forgets them.
   ///
   /// - Complexity: O(*n*) for *n* entries.
+  @inlinable
   public func drain() -> [EntityChange<T>] {
     sink.drain()
   }
@@ -67,17 +69,22 @@ public final class ChangeCollector<T: Identifiable & Sendable>: Sendable {
 
 /// Where a collector's changes accumulate. The map records into it under its lock; the sink's
 /// own lock, a leaf, guards its state against `drain` on another thread.
+@usableFromInline
 final class _CollectorSink<T: Identifiable & Sendable>: @unchecked Sendable {
   // NB: @unchecked because every mutable field is only touched while holding `lock`.
-  private let lock = Lock()
-  private var isCancelled = false
+  @usableFromInline let lock = Lock()
+  @usableFromInline var isCancelled = false
   /// The entity of each entry and the serial of its first change; an entry collapsed to
   /// nothing leaves a stale pair here, skipped at drain.
-  private var order: [(id: T.ID, serial: Int)] = []
-  private var entries: [T.ID: (change: EntityChange<T>, serial: Int)] = [:]
-  private var serial = 0
+  @usableFromInline var order: [(id: T.ID, serial: Int)] = []
+  @usableFromInline var entries: [T.ID: (change: EntityChange<T>, serial: Int)] = [:]
+  @usableFromInline var serial = 0
+
+  @inlinable
+  init() {}
 
   /// Records `change`, collapsing it into the entity's pending entry. Ignored once cancelled.
+  @inlinable
   func collect(_ change: EntityChange<T>) {
     lock.withLock {
       guard !isCancelled else { return }
@@ -97,6 +104,7 @@ final class _CollectorSink<T: Identifiable & Sendable>: @unchecked Sendable {
   }
 
   /// `first` then `then`, as one entry; `nil` when they cancel out.
+  @inlinable
   static func collapse(_ first: EntityChange<T>, _ then: EntityChange<T>) -> EntityChange<T>? {
     switch (first, then) {
     case (.inserted, .removed): nil
@@ -108,6 +116,7 @@ final class _CollectorSink<T: Identifiable & Sendable>: @unchecked Sendable {
     }
   }
 
+  @inlinable
   func drain() -> [EntityChange<T>] {
     lock.withLock {
       var drained: [EntityChange<T>] = []
@@ -123,6 +132,7 @@ final class _CollectorSink<T: Identifiable & Sendable>: @unchecked Sendable {
   }
 
   /// Stops recording. Returns whether this call did it.
+  @usableFromInline
   func cancel() -> Bool {
     lock.withLock {
       defer { isCancelled = true }
@@ -130,5 +140,6 @@ final class _CollectorSink<T: Identifiable & Sendable>: @unchecked Sendable {
     }
   }
 
+  @usableFromInline
   var cancelled: Bool { lock.withLock { isCancelled } }
 }

@@ -3,17 +3,21 @@
 @usableFromInline
 final class _Consumers<T: Identifiable & Sendable> {
   /// NB: unowned(unsafe): a map's tables live as long as the map.
-  unowned(unsafe) let table: _Table<T>
+  @usableFromInline unowned(unsafe) let table: _Table<T>
   /// Queries that match with a filter (or match everything), each fed every change of `T`.
-  var queries: [_QueryNode<T>] = []
+  @usableFromInline var queries: [_QueryNode<T>] = []
   /// Indexes, each on one key path, with their queries.
-  var indexes: [_AnyIndex<T>] = []
-  var sinks: [_CollectorSink<T>] = []
+  @usableFromInline var indexes: [_AnyIndex<T>] = []
+  @usableFromInline var sinks: [_CollectorSink<T>] = []
   /// Queries (filtered or indexed) and collectors attached.
-  var count = 0
+  @usableFromInline var count = 0
+  /// `_feed`, specialized: made where the consumers are created, in code specialized for `T`.
+  @usableFromInline let feedOp: (_Consumers<T>, _EntityNode<T>, _ChangeKind, T?, _MapCore) -> Void
 
+  @inlinable
   init(table: _Table<T>) {
     self.table = table
+    feedOp = { consumers, node, kind, old, core in consumers._feed(node, kind, old: old, core) }
   }
 
   /// The nodes of every query, for `_checkInvariants`.
@@ -22,7 +26,13 @@ final class _Consumers<T: Identifiable & Sendable> {
   }
 
   /// Tells every consumer what the committed write did to `node`; `old` is its value before.
+  @usableFromInline
   func feed(_ node: _EntityNode<T>, _ kind: _ChangeKind, old: T?, _ core: _MapCore) {
+    feedOp(self, node, kind, old, core)
+  }
+
+  @inlinable
+  func _feed(_ node: _EntityNode<T>, _ kind: _ChangeKind, old: T?, _ core: _MapCore) {
     if kind == .removed {
       for query in queries { query.drop(node, old: old, core) }
     } else if !queries.isEmpty {
@@ -35,7 +45,7 @@ final class _Consumers<T: Identifiable & Sendable> {
         }
       }
     }
-    for index in indexes { index.feed(node, kind, old: old, core) }
+    for index in indexes { index.feedOp(index, node, kind, old, core) }
     guard !sinks.isEmpty else { return }
     let change: EntityChange<T>
     switch kind {
@@ -54,16 +64,19 @@ final class _Consumers<T: Identifiable & Sendable> {
 
   // MARK: Attaching and detaching
 
+  @usableFromInline
   func attach(query: _QueryNode<T>, _ core: _MapCore) {
     queries.append(query)
     counted(+1, core)
   }
 
+  @usableFromInline
   func detach(query: _QueryNode<T>, _ core: _MapCore) {
     queries.removeAll { $0 === query }
     counted(-1, core)
   }
 
+  @usableFromInline
   func attach(sink: _CollectorSink<T>, _ core: _MapCore) {
     sinks.append(sink)
     counted(+1, core)
@@ -78,6 +91,7 @@ final class _Consumers<T: Identifiable & Sendable> {
   /// The index on `keyPath`, built from the table on first use.
   ///
   /// - Complexity: O(entities of `T`) the first time, O(indexes of `T`) after.
+  @inlinable
   func index<V: Hashable>(on keyPath: KeyPath<T, V>) -> _Index<T, V> {
     if let found = indexes.first(where: { $0.keyPath == keyPath }) {
       return unsafeDowncast(found, to: _Index<T, V>.self)
@@ -89,10 +103,12 @@ final class _Consumers<T: Identifiable & Sendable> {
   }
 
   /// An indexed query was opened (+1) or closed (-1).
+  @usableFromInline
   func countIndexedQuery(_ delta: Int, _ core: _MapCore) {
     counted(delta, core)
   }
 
+  @usableFromInline
   func drop(index: _AnyIndex<T>) {
     indexes.removeAll { $0 === index }
   }
@@ -107,16 +123,22 @@ final class _Consumers<T: Identifiable & Sendable> {
 }
 
 /// A secondary index of entity type `T` on one key path, whatever the key's type.
+@usableFromInline
 class _AnyIndex<T: Identifiable & Sendable> {
-  let keyPath: AnyKeyPath
+  @usableFromInline let keyPath: AnyKeyPath
+  /// The subclass's `_feed`, specialized.
+  @usableFromInline let feedOp: (_AnyIndex<T>, _EntityNode<T>, _ChangeKind, T?, _MapCore) -> Void
 
-  init(keyPath: AnyKeyPath) {
+  @inlinable
+  init(
+    keyPath: AnyKeyPath,
+    feed: @escaping (_AnyIndex<T>, _EntityNode<T>, _ChangeKind, T?, _MapCore) -> Void
+  ) {
     self.keyPath = keyPath
+    feedOp = feed
   }
 
   var queryNodes: [_AnyNode] { fatalError("abstract") }
-
-  func feed(_: _EntityNode<T>, _: _ChangeKind, old _: T?, _: _MapCore) { fatalError("abstract") }
 
   func forget(_: _EntityNode<T>) { fatalError("abstract") }
 }
@@ -127,28 +149,32 @@ class _AnyIndex<T: Identifiable & Sendable> {
 /// A write costs O(1) index work (two hash lookups, and a move between buckets when the key
 /// changed), however many queries are open; then each query of the old and new key does its
 /// own O(log *m*) work.
+@usableFromInline
 final class _Index<T: Identifiable & Sendable, V: Hashable>: _AnyIndex<T> {
-  unowned(unsafe) let consumers: _Consumers<T>
-  let path: KeyPath<T, V>
+  @usableFromInline unowned(unsafe) let consumers: _Consumers<T>
+  @usableFromInline let path: KeyPath<T, V>
   /// The entities of each key. NB: unmanaged and keyed by node: the index holds nothing; a
   /// node leaves it when it is removed (with the change log) or released (`forget`).
-  var buckets: [V: [ObjectIdentifier: Unmanaged<_EntityNode<T>>]] = [:]
+  @usableFromInline var buckets: [V: [ObjectIdentifier: Unmanaged<_EntityNode<T>>]] = [:]
   /// The key each node was filed under.
-  var keys: [ObjectIdentifier: V] = [:]
+  @usableFromInline var keys: [ObjectIdentifier: V] = [:]
   /// The open queries of each key.
-  var queries: [V: [_QueryNode<T>]] = [:]
+  @usableFromInline var queries: [V: [_QueryNode<T>]] = [:]
 
+  @inlinable
   init(consumers: _Consumers<T>, keyPath: KeyPath<T, V>) {
     self.consumers = consumers
     path = keyPath
-    super.init(keyPath: keyPath)
+    super.init(keyPath: keyPath) { index, node, kind, old, core in
+      unsafeDowncast(index, to: _Index<T, V>.self)._feed(node, kind, old: old, core)
+    }
   }
 
   override var queryNodes: [_AnyNode] { queries.values.flatMap { $0 } }
 
   /// Files `node` under its current key; returns the key it was filed under before, if it
   /// differs.
-  @discardableResult
+  @inlinable @discardableResult
   func file(_ node: _EntityNode<T>) -> V? {
     let id = ObjectIdentifier(node)
     let key = node.value[keyPath: path]
@@ -159,12 +185,14 @@ final class _Index<T: Identifiable & Sendable, V: Hashable>: _AnyIndex<T> {
     return previous
   }
 
-  private func unfile(_ id: ObjectIdentifier, from key: V) {
+  @inlinable
+  func unfile(_ id: ObjectIdentifier, from key: V) {
     buckets[key]?.removeValue(forKey: id)
     if buckets[key]?.isEmpty == true { buckets[key] = nil }
   }
 
-  override func feed(_ node: _EntityNode<T>, _ kind: _ChangeKind, old: T?, _ core: _MapCore) {
+  @inlinable
+  func _feed(_ node: _EntityNode<T>, _ kind: _ChangeKind, old: T?, _ core: _MapCore) {
     if kind == .removed {
       guard let key = keys.removeValue(forKey: ObjectIdentifier(node)) else { return }
       unfile(ObjectIdentifier(node), from: key)
@@ -187,6 +215,7 @@ final class _Index<T: Identifiable & Sendable, V: Hashable>: _AnyIndex<T> {
   /// Starts `query` on the entities of `key`.
   ///
   /// - Complexity: O(*m* log *m*) for *m* entities of the key: it never visits the others.
+  @inlinable
   func open(_ query: _QueryNode<T>, key: V, _ core: _MapCore) {
     queries[key, default: []].append(query)
     consumers.countIndexedQuery(+1, core)

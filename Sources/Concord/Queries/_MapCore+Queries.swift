@@ -1,5 +1,6 @@
 extension _MapCore {
   /// The consumers of `T`, made on first use.
+  @inlinable
   func consumers<T: Identifiable & Sendable>(of _: T.Type) -> _Consumers<T> {
     let table = registry.table(for: T.self)
     if let consumers = table.consumers { return consumers }
@@ -11,6 +12,7 @@ extension _MapCore {
   /// Runs `start` now, in a write that has changed nothing yet, or when the current write
   /// commits, after the change log has fed the consumers already there: a query or collector
   /// starts from committed state, and never sees a write that was under way when it opened.
+  @usableFromInline
   func startNowOrAtCommit(_ start: @escaping () -> Void) {
     if frame.depth == 1 && journal.entries.isEmpty {
       start()
@@ -22,6 +24,7 @@ extension _MapCore {
   /// Opens a live query of `T` and returns its node, held for a handle.
   ///
   /// - Complexity: O(*n* + *m* log *m*) for *n* entities of `T` and *m* matches.
+  @inlinable
   func openQuery<T: Identifiable & Sendable>(
     _: T.Type, filter: (@Sendable (T) -> Bool)?, sortedBy: (@Sendable (T, T) -> Bool)?
   ) -> Unmanaged<_Node<[T]>> {
@@ -45,6 +48,7 @@ extension _MapCore {
   ///
   /// - Complexity: O(*n*) for *n* entities of `T` when the index is built; O(*m* log *m*) for
   ///   *m* matches otherwise.
+  @inlinable
   func openIndexedQuery<T: Identifiable & Sendable, V: Hashable & Sendable>(
     _: T.Type, keyPath: KeyPath<T, V>, key: V, sortedBy: (@Sendable (T, T) -> Bool)?
   ) -> Unmanaged<_Node<[T]>> {
@@ -60,6 +64,7 @@ extension _MapCore {
   }
 
   /// Opens a collector of `T`'s changes.
+  @inlinable
   func openCollector<T: Identifiable & Sendable>(_: T.Type) -> _CollectorSink<T> {
     let sink = _CollectorSink<T>()
     startNowOrAtCommit { [self] in

@@ -13,17 +13,20 @@
 // scan as a fallback: membership is kept in a set, never inferred from the order.
 
 /// One member of a query's result.
+@usableFromInline
 struct _QueryMember<T: Identifiable & Sendable> {
   /// NB: unmanaged: the query holds its member with an external hold, and the member is in
   /// its table (or adopted while removed) as long as the query holds it.
-  let node: Unmanaged<_EntityNode<T>>
-  let sequence: UInt64
+  @usableFromInline let node: Unmanaged<_EntityNode<T>>
+  @usableFromInline let sequence: UInt64
 
+  @inlinable
   init(_ node: _EntityNode<T>) {
     self.node = .passUnretained(node)
     sequence = node.sequence
   }
 
+  @inlinable
   func `is`(_ other: _EntityNode<T>) -> Bool {
     node.toOpaque() == Unmanaged.passUnretained(other).toOpaque()
   }
@@ -31,25 +34,33 @@ struct _QueryMember<T: Identifiable & Sendable> {
 
 /// The node behind a live query's handle. Its value is the result, in order; it holds each
 /// member with one external hold, and only its members.
+///
+/// NB: the methods are `@inlinable` and reached through closures made where the query is
+/// opened, in code specialized for `T` (see `_EntityOps`): run unspecialized, a generic
+/// class's methods look up metadata at every step, and opening a query cost 60 times a sort.
+@usableFromInline
 final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
-  let listSchema: _Schema<[T]>
-  let stashed = _Stash<[T]>()
+  @usableFromInline let listSchema: _Schema<[T]>
+  @usableFromInline let stashed = _Stash<[T]>()
   /// NB: unowned(unsafe): a map's tables live as long as the map.
-  unowned(unsafe) let table: _Table<T>
+  @usableFromInline unowned(unsafe) let table: _Table<T>
   /// The consumers of `T` the query is attached to, once started.
-  var consumers: _Consumers<T>?
+  @usableFromInline var consumers: _Consumers<T>?
   /// `nil` for a query of every entity of the type, and for an indexed query, whose index
   /// does the matching.
-  let filter: (@Sendable (T) -> Bool)?
-  let areInIncreasingOrder: (@Sendable (T, T) -> Bool)?
+  @usableFromInline let filter: (@Sendable (T) -> Bool)?
+  @usableFromInline let areInIncreasingOrder: (@Sendable (T, T) -> Bool)?
   /// For an indexed query: how it leaves its index.
-  var leaveIndex: ((_MapCore) -> Void)?
+  @usableFromInline var leaveIndex: ((_MapCore) -> Void)?
   /// The members, in the order of `value`.
-  var members: [_QueryMember<T>] = []
-  var memberIDs: Set<ObjectIdentifier> = []
+  @usableFromInline var members: [_QueryMember<T>] = []
+  @usableFromInline var memberIDs: Set<ObjectIdentifier> = []
   /// Whether the query is attached to its consumers and holds its members.
-  var isStarted = false
+  @usableFromInline var isStarted = false
+  /// `_detach`, specialized.
+  @usableFromInline var detachOp: ((_QueryNode<T>, _MapCore) -> Void)?
 
+  @inlinable
   init(
     table: _Table<T>, filter: (@Sendable (T) -> Bool)?,
     sortedBy areInIncreasingOrder: (@Sendable (T, T) -> Bool)?
@@ -59,20 +70,24 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
     self.filter = filter
     self.areInIncreasingOrder = areInIncreasingOrder
     super.init(value: [], flags: [.list, .query])
+    detachOp = { query, core in query._detach(core) }
   }
 
+  @usableFromInline
   override func schema(_: _MapCore) -> _Schema<[T]> { listSchema }
 
+  @usableFromInline
   override func stash(_: _MapCore) -> _Stash<[T]> { stashed }
 
   /// NB: a query knows when its result changed (it only touches itself then), so its journal
   /// record saves no copy of the result: mutating the copy-on-write array would copy it all.
+  @usableFromInline
   override func saveValue(_: _MapCore) -> Int32 { _JournalEntry.notSaved }
 
   // MARK: Order
 
   /// Whether (`first`, `firstSequence`) comes before (`second`, `secondSequence`).
-  @inline(__always)
+  @inlinable @inline(__always)
   func precedes(_ first: T, _ firstSequence: UInt64, _ second: T, _ secondSequence: UInt64)
     -> Bool
   {
@@ -86,6 +101,7 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
   /// Where (`element`, `sequence`) goes: the first position not before it.
   ///
   /// - Complexity: O(log *m*) comparisons.
+  @inlinable
   func insertionIndex(_ element: T, _ sequence: UInt64) -> Int {
     var low = 0
     var high = value.count
@@ -102,6 +118,7 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
 
   /// The position of `node` in the result, if it is a member, found with `old`, its value
   /// when the query last saw it.
+  @inlinable
   func position(of node: _EntityNode<T>, old: T?) -> Int? {
     guard memberIDs.contains(ObjectIdentifier(node)) else { return nil }
     if let old {
@@ -117,6 +134,7 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
 
   /// Makes `node`, whose new value matches, a member in its place. `old` is its value when
   /// the query last saw it; `kind` what the write did to it.
+  @inlinable
   func place(_ node: _EntityNode<T>, old: T?, _ kind: _ChangeKind, _ core: _MapCore) {
     let new = node.value
     let sequence = node.sequence
@@ -148,6 +166,7 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
   }
 
   /// Takes `node` out of the result, if it is a member.
+  @inlinable
   func drop(_ node: _EntityNode<T>, old: T?, _ core: _MapCore) {
     guard let index = position(of: node, old: old) else { return }
     core.touch(self)
@@ -160,6 +179,7 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
   /// Fills the result with `nodes`, which match, and holds them.
   ///
   /// - Complexity: O(*m* log *m*) for *m* members.
+  @inlinable
   func start(with nodes: [_EntityNode<T>], _ core: _MapCore) {
     var entries = nodes.map { (member: _QueryMember($0), value: $0.value) }
     entries.sort { precedes($0.value, $0.member.sequence, $1.value, $1.member.sequence) }
@@ -170,7 +190,14 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
     isStarted = true
   }
 
+  @usableFromInline
   override func detachConsumer(_ core: _MapCore) {
+    detachOp?(self, core)
+  }
+
+  /// Stops maintaining the query and gives back its holds on its members.
+  @inlinable
+  func _detach(_ core: _MapCore) {
     guard isStarted else { return }
     isStarted = false
     if let leaveIndex {
@@ -184,6 +211,7 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
     members = []
     memberIDs = []
     for member in dropped { core.dropExternalHold(on: member.node.takeUnretainedValue()) }
+    detachOp = nil
   }
 
   override func queryProblem(_ core: _MapCore) -> String? {
@@ -218,6 +246,7 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
 
 extension _MapCore {
   /// One more hold on `node`, from a live query that has it as a member.
+  @inlinable
   func holdForQuery(_ node: _AnyNode) {
     unbuffer(node)
     node.s.externalHolds += 1
