@@ -158,4 +158,24 @@ struct TransactionTests {
     }
     #expect(map.count == 0)
   }
+
+  @Test("a nested transaction that throws restores what an earlier sibling committed")
+  func siblingTransactions() {
+    let map = IdentityMap()
+    let counter = map.store(Counter(id: 1, value: 0))
+    let changes = map.collector(Counter.self)
+    map.transaction { _ in
+      map.transaction { $0.update(Counter.self, id: 1) { $0.value = 1 } }
+      #expect(throws: Rejected.self) {
+        try map.transaction { transaction in
+          transaction.update(Counter.self, id: 1) { $0.value = 9 }
+          throw Rejected()
+        }
+      }
+      #expect(counter.value.value == 1)
+    }
+    #expect(counter.value.value == 1)
+    #expect(changes.drain() == [.updated(Counter(id: 1, value: 1))])
+    map._core._checkInvariants()
+  }
 }

@@ -149,8 +149,22 @@ extension _MapCore {
 
   /// Closes the innermost transaction, keeping its writes. An enclosing transaction can still
   /// revert them.
-  func commitTransaction(_: _Savepoint) {
+  ///
+  /// The nodes it recorded become recorded at the enclosing level: their records there hold
+  /// their state before the enclosing transaction touched them, if it had not already. NB: the
+  /// marks must go down with the level; left as they were, a later transaction at the same
+  /// level (a sibling) would take them for its own records, record nothing, and a rollback of
+  /// the sibling would not restore them.
+  ///
+  /// - Complexity: O(records made since the transaction began).
+  func commitTransaction(_ savepoint: _Savepoint) {
+    let mark = journal.mark
     journal.transactions.removeLast()
+    let enclosing = journal.mark
+    for index in savepoint.entries..<journal.entries.count
+    where journal.entries[index].node.s.journalMark == mark {
+      journal.entries[index].node.s.journalMark = enclosing
+    }
   }
 
   /// Whether the transaction numbered `serial` is still open.
