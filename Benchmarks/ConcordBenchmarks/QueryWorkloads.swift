@@ -17,23 +17,10 @@ func ticketPrecedes(_ first: Ticket, _ second: Ticket) -> Bool {
   first.score < second.score || (first.score == second.score && first.id < second.id)
 }
 
+/// `count` tickets spread over the groups, with scores scattered by a multiplicative hash.
 func makeTickets(_ count: Int) -> [Ticket] {
-  var random = BenchmarkRandom(seed: 42)
-  return (0..<count).map {
-    Ticket(id: $0, group: $0 % ticketGroups, score: Double(random.next() % 1_000_000))
-  }
-}
-
-/// A small deterministic generator for the workloads' random updates.
-struct BenchmarkRandom {
-  var state: UInt64
-  init(seed: UInt64) { state = seed }
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var mixed = state
-    mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
-    return mixed ^ (mixed >> 31)
+  (0..<count).map {
+    Ticket(id: $0, group: $0 % ticketGroups, score: Double(($0 &* 2_654_435_761) % 1_000_000))
   }
 }
 
@@ -45,11 +32,11 @@ extension Workloads {
   func queryMaintain() -> Result {
     let tickets = makeTickets(n)
     let writes = quick ? 2_000 : 10_000
-    var random = BenchmarkRandom(seed: 7)
-    let updates = (0..<writes).map { step in
-      let id = Int(random.next() % UInt64(n))
-      let score = Double(random.next() % 1_000_000)
-      return (id: id, group: step % 10 == 0 ? Int(random.next() % 100) : nil, score: score)
+    // Scattered by multiplicative hashes: each write moves a ticket far in its query.
+    let updates = (0..<writes).map { step -> (id: Int, group: Int?, score: Double) in
+      let id = (step &* 7_919) % n
+      let group: Int? = step % 10 == 0 ? (step &* 31) % ticketGroups : nil
+      return (id, group, Double((step &* 104_729) % 1_000_000))
     }
     let filters: [@Sendable (Ticket) -> Bool] = (0..<ticketGroups).map { group in
       { $0.group == group }
@@ -58,13 +45,16 @@ extension Workloads {
     let handle = map.store(tickets)
     let queries = filters.map { map.query(Ticket.self, filter: $0, sortedBy: ticketPrecedes) }
     let floor = FilteredQueriesFloor(tickets, filters: filters)
+    // NB: each sample writes new scores (the round is added), so that no write is a no-op.
+    var round = 0.0
     var result = compare(
       "query.maintain",
       map: {
-        nanoseconds {
+        round += 0.5
+        return nanoseconds {
           for update in updates {
             map.update(Ticket.self, id: update.id) {
-              $0.score = update.score
+              $0.score = update.score + round
               if let group = update.group { $0.group = group }
             }
           }
@@ -74,7 +64,7 @@ extension Workloads {
         nanoseconds {
           for update in updates {
             floor.update(update.id) {
-              $0.score = update.score
+              $0.score = update.score + round
               if let group = update.group { $0.group = group }
             }
           }

@@ -92,15 +92,18 @@ struct CollectorTests {
   func droppedInsideAWrite() {
     let map = IdentityMap()
     var outer: ChangeCollector<Job>? = map.collector(Job.self)
-    map.transaction { transaction in
-      transaction.store(Job(id: 1, title: "a", isOpen: true, priority: 0))
+    let inner = Locked<ChangeCollector<Job>?>(nil)
+    let kept = map.transaction { transaction in
+      let job = transaction.store(Job(id: 1, title: "a", isOpen: true, priority: 0))
       outer = nil
-      // Opened inside the write: collects from the next write on.
-      let inner = map.collector(Job.self)
-      #expect(inner.drain().isEmpty)
+      // Opened inside the write: it collects the whole write when it commits.
+      inner.withValue { $0 = map.collector(Job.self) }
+      return job
     }
+    #expect(inner.value?.drain() == [.inserted(Job(id: 1, title: "a", isOpen: true, priority: 0))])
+    inner.withValue { $0 = nil }
     #expect(map._core.read { map._core.registry.consumerCount } == 0)
-    withExtendedLifetime(outer) {}
+    withExtendedLifetime((outer, kept)) {}
   }
 
   @Test("one collector per type: other types are not collected")

@@ -153,7 +153,7 @@ private struct QueryModelRun {
   /// values, and the jobs it removes.
   mutating func step() -> (written: [Job], removed: Set<Int>) {
     let before = stored
-    switch Int.random(in: 0..<13, using: &random) {
+    switch Int.random(in: 0..<15, using: &random) {
     case 0, 1:
       let job = randomJob()
       log.append("store \(job)")
@@ -211,8 +211,20 @@ private struct QueryModelRun {
     case 9:
       if queries.count < 6 || Bool.random(using: &random) {
         let kind = QueryKind.random(using: &random)
-        log.append("open query \(kind)")
-        queries.append((kind, kind.open(on: map)))
+        if Bool.random(using: &random) {
+          log.append("open query \(kind)")
+          queries.append((kind, kind.open(on: map)))
+        } else {
+          // Opened inside a write: it starts from what the write commits.
+          log.append("open query \(kind) inside a transaction")
+          let job = randomJob()
+          let opened = map.transaction { transaction in
+            keep(transaction.store(job))
+            return kind.open(on: map)
+          }
+          queries.append((kind, opened))
+          return ([job], [])
+        }
       }
       if queries.count > 3 && Bool.random(using: &random) {
         let index = Int.random(in: 0..<queries.count, using: &random)
@@ -258,6 +270,23 @@ private struct QueryModelRun {
         collectors.remove(at: index)
       }
       return ([], [])
+    case 13:
+      struct Thrown: Error {}
+      log.append("transaction that throws")
+      try? map.transaction { transaction in
+        transaction.store(randomJob())
+        if let id = before.keys.randomElement(using: &random) {
+          transaction.update(Job.self, id: id) { $0.isOpen.toggle() }
+          transaction.remove(Job.self, id: id)
+        }
+        throw Thrown()
+      }
+      return ([], [])
+    case 14:
+      guard Int.random(in: 0..<20, using: &random) == 0 else { return ([], []) }
+      log.append("removeAll")
+      map.removeAll()
+      return ([], Set(before.keys))
     default:
       log.append("drain")
       for index in collectors.indices {

@@ -254,6 +254,40 @@ struct QueryTests {
     map._core._checkInvariants()
   }
 
+  @Test("a subscription on a query opened inside a write is told of its first result")
+  func observedWhenOpenedInsideAWrite() {
+    let map = IdentityMap()
+    let seen = Locked<[[Int]]>([])
+    let kept = map.transaction { transaction in
+      transaction.store(Job(id: 1, title: "a", isOpen: true, priority: 0))
+      let query = map.query(Job.self, filter: openJobs)
+      let subscription = query.observe { seen.append($0.map(\.id)) }
+      return (query, subscription)
+    }
+    #expect(seen.value == [[1]])
+    withExtendedLifetime(kept) {}
+  }
+
+  @Test("a write that leaves the result == to what it was tells nobody")
+  func equatableDedupe() {
+    let map = IdentityMap()
+    let all = map.query(Job.self, sortedBy: byPriority)
+    map.store(Job(id: 1, title: "a", isOpen: true, priority: 1))
+    map.store(Job(id: 2, title: "b", isOpen: true, priority: 2))
+    let seen = Locked<Int>(0)
+    let subscription = all.observe { _ in seen.increment() }
+    map.transaction { transaction in
+      transaction.remove(Job.self, id: 1)
+      transaction.store(Job(id: 1, title: "a", isOpen: true, priority: 1))
+    }
+    #expect(all.value.map(\.id) == [1, 2])
+    #expect(seen.value == 0)
+    map.update(Job.self, id: 2) { $0.title = "b2" }
+    #expect(seen.value == 1)
+    subscription.cancel()
+    map._core._checkInvariants()
+  }
+
   @Test("removeAll empties every query")
   func removeAll() {
     let map = IdentityMap()

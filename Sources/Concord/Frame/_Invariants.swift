@@ -42,8 +42,12 @@ extension _MapCore {
     } else {
       registry.forEachEntityNode { nodes.append($0) }
       nodes += registry.aliases.values
+      // NB: queries and indexes are as large as the map: checked with it, never around a write.
+      for table in registry.tables {
+        nodes += table.queryNodes
+        if let problem = table.indexProblem { check(false, problem) }
+      }
     }
-    for table in registry.tables { nodes += table.queryNodes }
     var seen: Set<ObjectIdentifier> = []
     var index = 0
     while index < nodes.count {

@@ -23,7 +23,7 @@ extension _MapCore {
       // A value holding no nested entity: one lookup, no claim.
       return table.withNode(for: value) { node, created in
         if created {
-          let direct = publishesDirectly
+          let direct = publishesDirectly(node)
           didCreate(node, held: held, journaled: !direct)
           record(own, on: node)
           outbox.logStored(node, stamp: own)
@@ -81,7 +81,7 @@ extension _MapCore {
     }
     var value = value
     if merging, let merge = schema.merge { value = merge(value, node.value) }
-    if !node.hasParents && publishesDirectly {
+    if !node.hasParents && publishesDirectly(node) {
       // NB: the outermost write of a lone entity: its change is known now, so it skips the
       // journal and is published at once, which is what a commit would do.
       let differs = schema.differ(node.value, value)

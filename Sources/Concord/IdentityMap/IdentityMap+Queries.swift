@@ -24,7 +24,8 @@ extension IdentityMap {
   /// the comparator O(log *m*) times). They may read the map (`find`, `count`, a handle's
   /// `value`) and see the write being committed; a filter that reads other entities is
   /// evaluated again only when its own entity changes. They must not write to the map or open
-  /// queries: that stops the program with a message that says so, rather than deadlocking.
+  /// queries or collectors: that stops the program with a message that says so, rather than
+  /// deadlocking.
   /// Keep them fast and free of side effects.
   ///
   /// A query opened inside an `update` or transaction body is empty until that write commits,

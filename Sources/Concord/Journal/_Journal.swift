@@ -99,21 +99,23 @@ extension _MapCore {
     // NB: the value is saved when something needs it: a rollback, a subscriber to tell only
     // if it changed, an alias's log. Otherwise the node is counted as updated, which tells
     // nobody, and the copy and the `==` are saved on every parent a change reaches.
-    // With queries or collectors, an entity's value before the write is what they compare
-    // with; batch lists and queries never need theirs.
+    // An entity whose type has queries or collectors: its value before the write is what they
+    // compare with.
     let needsValue =
       journal.level > 0 || node.hasSubscribers || node.s.flags.contains(.alias)
-      || (registry.consumerCount > 0 && node.s.flags.contains(.registered))
+      || (registry.consumerCount > 0 && node.hasConsumers)
     let saved = needsValue ? node.saveValue(self) : _JournalEntry.notSaved
     appendEntry(node, saved: saved, wasPresent: wasPresent)
   }
 
-  /// Whether a change can be published as it is made, skipping the journal: only in the
-  /// outermost write, only while it has touched nothing else, so that no later write in it
-  /// can touch the node again, and only while no query or collector reads the journal.
+  /// Whether a change to `node` can be published as it is made, skipping the journal: only in
+  /// the outermost write, only while it has touched nothing else, so that no later write in it
+  /// can touch the node again, and only when no query or collector reads its type's changes
+  /// from the journal.
   @inlinable
-  var publishesDirectly: Bool {
-    frame.depth == 1 && journal.entries.isEmpty && registry.consumerCount == 0
+  func publishesDirectly(_ node: _AnyNode) -> Bool {
+    frame.depth == 1 && journal.entries.isEmpty
+      && (registry.consumerCount == 0 || !node.hasConsumers)
   }
 
   /// Records a node the current write just created: before, it did not exist.

@@ -8,7 +8,7 @@
 ///
 /// ```swift
 /// let changes = map.collector(Issue.self)
-/// map.store(issue)
+/// let shown = map.store(issue)
 /// map.update(Issue.self, id: issue.id) { $0.title = "Renamed" }
 /// changes.drain()  // [.inserted(the renamed issue)]
 /// ```
@@ -28,8 +28,9 @@
 /// reported, and the collector holds nothing alive. Writes that are `==` to the stored value,
 /// and transactions that roll back, are not reported either.
 ///
-/// A collector opened inside an `update` or transaction body starts collecting with the next
-/// write after that one commits.
+/// A collector opened inside an `update` or transaction body collects that whole write when it
+/// commits (an entity written there before the collector opened may be reported as updated
+/// even if its new value is `==` to the old one).
 ///
 /// Recording happens under the map's lock and ``drain()`` takes the collector's own lock, so a
 /// collector loses nothing to concurrent writers, and can be drained from any thread.

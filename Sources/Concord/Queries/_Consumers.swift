@@ -4,8 +4,12 @@
 final class _Consumers<T: Identifiable & Sendable> {
   /// NB: unowned(unsafe): a map's tables live as long as the map.
   @usableFromInline unowned(unsafe) let table: _Table<T>
-  /// Queries that match with a filter (or match everything), each fed every change of `T`.
-  @usableFromInline var queries: [_QueryNode<T>] = []
+  /// Queries that match with a filter (or match everything), each fed every change of `T`, and
+  /// their filters. NB: unmanaged, beside their filters, so that the loop over them, made on
+  /// every write of a `T`, neither retains each query nor loads each closure from it.
+  @usableFromInline var filtered:
+    [(query: Unmanaged<_QueryNode<T>>, filter: (@Sendable (T) -> Bool)?)] =
+      []
   /// Indexes, each on one key path, with their queries.
   @usableFromInline var indexes: [_AnyIndex<T>] = []
   @usableFromInline var sinks: [_CollectorSink<T>] = []
@@ -22,7 +26,7 @@ final class _Consumers<T: Identifiable & Sendable> {
 
   /// The nodes of every query, for `_checkInvariants`.
   var queryNodes: [_AnyNode] {
-    queries + indexes.flatMap { $0.queryNodes }
+    filtered.map { $0.query.takeUnretainedValue() } + indexes.flatMap { $0.queryNodes }
   }
 
   /// Tells every consumer what the committed write did to `node`; `old` is its value before.
@@ -33,15 +37,18 @@ final class _Consumers<T: Identifiable & Sendable> {
 
   @inlinable
   func _feed(_ node: _EntityNode<T>, _ kind: _ChangeKind, old: T?, _ core: _MapCore) {
-    if kind == .removed {
-      for query in queries { query.drop(node, old: old, core) }
-    } else if !queries.isEmpty {
+    if !filtered.isEmpty {
       let new = node.value
-      for query in queries {
-        if query.filter?(new) ?? true {
-          query.place(node, old: old, kind, core)
-        } else {
-          query.drop(node, old: old, core)
+      filtered.withUnsafeBufferPointer { entries in
+        for entry in entries.indices {
+          let matches = kind != .removed && (entries[entry].filter?(new) ?? true)
+          entries[entry].query._withUnsafeGuaranteedRef { query in
+            if matches {
+              query.place(node, old: old, kind, core)
+            } else {
+              query.drop(node, old: old, core)
+            }
+          }
         }
       }
     }
@@ -57,6 +64,11 @@ final class _Consumers<T: Identifiable & Sendable> {
     for sink in sinks { sink.collect(change) }
   }
 
+  /// What is wrong with the indexes, if anything; for `_checkInvariants`.
+  var problem: String? {
+    indexes.lazy.compactMap { $0.problem(self.table) }.first
+  }
+
   /// Forgets `node`, which left the map without a change (it was released).
   func forget(_ node: _EntityNode<T>) {
     for index in indexes { index.forget(node) }
@@ -66,13 +78,13 @@ final class _Consumers<T: Identifiable & Sendable> {
 
   @usableFromInline
   func attach(query: _QueryNode<T>, _ core: _MapCore) {
-    queries.append(query)
+    filtered.append((.passUnretained(query), query.filter))
     counted(+1, core)
   }
 
   @usableFromInline
   func detach(query: _QueryNode<T>, _ core: _MapCore) {
-    queries.removeAll { $0 === query }
+    filtered.removeAll { $0.query.toOpaque() == Unmanaged.passUnretained(query).toOpaque() }
     counted(-1, core)
   }
 
@@ -141,6 +153,9 @@ class _AnyIndex<T: Identifiable & Sendable> {
   var queryNodes: [_AnyNode] { fatalError("abstract") }
 
   func forget(_: _EntityNode<T>) { fatalError("abstract") }
+
+  /// What is wrong with the index, if anything; for `_checkInvariants`.
+  func problem(_: _Table<T>) -> String? { fatalError("abstract") }
 }
 
 /// A secondary index of `T` on a key path to a `V`: the entities of each key, and the
@@ -205,6 +220,20 @@ final class _Index<T: Identifiable & Sendable, V: Hashable>: _AnyIndex<T> {
     for query in queries[node.value[keyPath: path]] ?? [] {
       query.place(node, old: old, kind, core)
     }
+  }
+
+  override func problem(_ table: _Table<T>) -> String? {
+    guard keys.count == table.count else {
+      return "the index on \(path) files \(keys.count) of \(table.count) entities"
+    }
+    for slot in table.slots.values {
+      let node = slot.takeUnretainedValue()
+      let key = node.value[keyPath: path]
+      guard keys[ObjectIdentifier(node)] == key,
+        buckets[key]?[ObjectIdentifier(node)]?.toOpaque() == slot.toOpaque()
+      else { return "the index on \(path) files an entity under a key it no longer has" }
+    }
+    return nil
   }
 
   override func forget(_ node: _EntityNode<T>) {

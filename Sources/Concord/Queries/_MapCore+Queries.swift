@@ -63,14 +63,12 @@ extension _MapCore {
     return held
   }
 
-  /// Opens a collector of `T`'s changes.
+  /// Opens a collector of `T`'s changes. NB: attached at once, even in the middle of a write:
+  /// it needs no filling, and so it collects the whole write it was opened in.
   @inlinable
   func openCollector<T: Identifiable & Sendable>(_: T.Type) -> _CollectorSink<T> {
     let sink = _CollectorSink<T>()
-    startNowOrAtCommit { [self] in
-      guard !sink.cancelled else { return }
-      consumers(of: T.self).attach(sink: sink, self)
-    }
+    consumers(of: T.self).attach(sink: sink, self)
     return sink
   }
 
@@ -84,7 +82,8 @@ extension _MapCore {
       // NB: the queries record themselves in the journal as they change: feed the entities'
       // records only, the ones there before.
       let end = journal.entries.count
-      for index in 0..<end where journal.entries[index].previousMark == 0 {
+      for index in 0..<end
+      where journal.entries[index].previousMark == 0 && journal.entries[index].node.hasConsumers {
         guard let kind = committedChange(at: index) else { continue }
         journal.entries[index].node.feedConsumers(
           kind, saved: journal.entries[index].saved, self)

@@ -52,9 +52,15 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
   @usableFromInline let areInIncreasingOrder: (@Sendable (T, T) -> Bool)?
   /// For an indexed query: how it leaves its index.
   @usableFromInline var leaveIndex: ((_MapCore) -> Void)?
-  /// The members, in the order of `value`.
-  @usableFromInline var members: [_QueryMember<T>] = []
-  @usableFromInline var memberIDs: Set<ObjectIdentifier> = []
+  // NB: see `_AnyNode.s` on exclusivity checks.
+  #if DEBUG
+    /// The members, in the order of `value`.
+    @usableFromInline var members: [_QueryMember<T>] = []
+    @usableFromInline var memberIDs: Set<ObjectIdentifier> = []
+  #else
+    @exclusivity(unchecked) @usableFromInline var members: [_QueryMember<T>] = []
+    @exclusivity(unchecked) @usableFromInline var memberIDs: Set<ObjectIdentifier> = []
+  #endif
   /// Whether the query is attached to its consumers and holds its members.
   @usableFromInline var isStarted = false
   /// `_detach`, specialized.
@@ -78,11 +84,6 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
 
   @usableFromInline
   override func stash(_: _MapCore) -> _Stash<[T]> { stashed }
-
-  /// NB: a query knows when its result changed (it only touches itself then), so its journal
-  /// record saves no copy of the result: mutating the copy-on-write array would copy it all.
-  @usableFromInline
-  override func saveValue(_: _MapCore) -> Int32 { _JournalEntry.notSaved }
 
   // MARK: Order
 
@@ -181,6 +182,9 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
   /// - Complexity: O(*m* log *m*) for *m* members.
   @inlinable
   func start(with nodes: [_EntityNode<T>], _ core: _MapCore) {
+    // NB: recorded, so that a subscription opened on the handle in the write that opened the
+    // query is told of its first result at commit.
+    core.touch(self)
     var entries = nodes.map { (member: _QueryMember($0), value: $0.value) }
     entries.sort { precedes($0.value, $0.member.sequence, $1.value, $1.member.sequence) }
     value = entries.map(\.value)

@@ -312,6 +312,11 @@ class _AnyNode {
 
   // MARK: Consumers of the change log (queries, indexes, collectors)
 
+  /// Whether live queries or collectors read this node's changes: an entity whose type has
+  /// any.
+  @usableFromInline
+  var hasConsumers: Bool { false }
+
   /// Tells the live queries and collectors of the node's type what the committed write did to
   /// it. `saved` is where its journal saved its value from before the write, if it did.
   @usableFromInline

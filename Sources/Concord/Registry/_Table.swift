@@ -14,6 +14,9 @@ class _AnyTable {
 
   /// The nodes of the table's live queries; for `_checkInvariants`.
   var queryNodes: [_AnyNode] { [] }
+
+  /// What is wrong with the table's indexes, if anything; for `_checkInvariants`.
+  var indexProblem: String? { nil }
 }
 
 /// The nodes of entity type `T`.
@@ -101,6 +104,8 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
   override var consumerCount: Int { consumers?.count ?? 0 }
 
   override var queryNodes: [_AnyNode] { consumers?.queryNodes ?? [] }
+
+  override var indexProblem: String? { consumers?.problem }
 }
 
 /// The operations on an entity node that depend on its type, as closures.
@@ -199,6 +204,8 @@ final class _EntityNode<T: Identifiable & Sendable>: _Node<T> {
     // NB: a removal reaches the indexes with the change log; a release never does.
     if s.flags.contains(.purged) { table.consumers?.forget(self) }
   }
+
+  override var hasConsumers: Bool { table.consumers != nil }
 
   override func feedConsumers(_ kind: _ChangeKind, saved: Int32, _ core: _MapCore) {
     guard let consumers = table.consumers else { return }
