@@ -254,7 +254,6 @@ final class _Index<T: Identifiable & Sendable, V: Hashable>: _AnyIndex<T> {
       self.consumers.countIndexedQuery(-1, core)
       if self.queries.isEmpty { self.consumers.drop(index: self) }
     }
-    let nodes = buckets[key]?.values.map { $0.takeUnretainedValue() } ?? []
-    query.start(with: nodes, core)
+    query.start(with: buckets[key].map { Array($0.values) } ?? [], core)
   }
 }

@@ -35,10 +35,11 @@ extension _MapCore {
     startNowOrAtCommit { [self] in
       let consumers = consumers(of: T.self)
       query.consumers = consumers
-      let nodes = table.slots.values.lazy.map { $0.takeUnretainedValue() }
-        .filter { filter?($0.value) ?? true }
+      let nodes = table.slots.values.filter { slot in
+        slot._withUnsafeGuaranteedRef { filter?($0.value) ?? true }
+      }
       consumers.attach(query: query, self)
-      query.start(with: Array(nodes), self)
+      query.start(with: nodes, self)
     }
     return held
   }

@@ -87,11 +87,16 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
 
   // MARK: Order
 
-  /// Whether (`first`, `firstSequence`) comes before (`second`, `secondSequence`).
+  /// Whether (`first`, `firstSequence`) comes before (`second`, `secondSequence`) in the order
+  /// of `areInIncreasingOrder`, then of creation.
+  ///
+  /// NB: static, given the comparator: callers load it from the query once, rather than
+  /// retaining and releasing it at every comparison of a sort or a search.
   @inlinable @inline(__always)
-  func precedes(_ first: T, _ firstSequence: UInt64, _ second: T, _ secondSequence: UInt64)
-    -> Bool
-  {
+  static func precedes(
+    _ first: T, _ firstSequence: UInt64, _ second: T, _ secondSequence: UInt64,
+    by areInIncreasingOrder: (@Sendable (T, T) -> Bool)?
+  ) -> Bool {
     if let areInIncreasingOrder {
       if areInIncreasingOrder(first, second) { return true }
       if areInIncreasingOrder(second, first) { return false }
@@ -99,16 +104,25 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
     return firstSequence < secondSequence
   }
 
+  /// The same, with the query's comparator.
+  @inlinable @inline(__always)
+  func precedes(_ first: T, _ firstSequence: UInt64, _ second: T, _ secondSequence: UInt64)
+    -> Bool
+  {
+    Self.precedes(first, firstSequence, second, secondSequence, by: areInIncreasingOrder)
+  }
+
   /// Where (`element`, `sequence`) goes: the first position not before it.
   ///
   /// - Complexity: O(log *m*) comparisons.
   @inlinable
   func insertionIndex(_ element: T, _ sequence: UInt64) -> Int {
+    let order = areInIncreasingOrder
     var low = 0
     var high = value.count
     while low < high {
       let middle = (low + high) / 2
-      if precedes(value[middle], members[middle].sequence, element, sequence) {
+      if Self.precedes(value[middle], members[middle].sequence, element, sequence, by: order) {
         low = middle + 1
       } else {
         high = middle
@@ -181,16 +195,22 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
   ///
   /// - Complexity: O(*m* log *m*) for *m* members.
   @inlinable
-  func start(with nodes: [_EntityNode<T>], _ core: _MapCore) {
+  func start(with nodes: [Unmanaged<_EntityNode<T>>], _ core: _MapCore) {
     // NB: recorded, so that a subscription opened on the handle in the write that opened the
     // query is told of its first result at commit.
     core.touch(self)
-    var entries = nodes.map { (member: _QueryMember($0), value: $0.value) }
-    entries.sort { precedes($0.value, $0.member.sequence, $1.value, $1.member.sequence) }
+    // NB: the nodes stay unmanaged: a strong array of them retains and releases each one.
+    var entries = nodes.map { slot in
+      slot._withUnsafeGuaranteedRef { (member: _QueryMember($0), value: $0.value) }
+    }
+    let order = areInIncreasingOrder
+    entries.sort {
+      Self.precedes($0.value, $0.member.sequence, $1.value, $1.member.sequence, by: order)
+    }
     value = entries.map(\.value)
     members = entries.map(\.member)
-    memberIDs = Set(nodes.lazy.map(ObjectIdentifier.init))
-    for node in nodes { core.holdForQuery(node) }
+    memberIDs = Set(nodes.lazy.map { ObjectIdentifier($0.takeUnretainedValue()) })
+    for node in nodes { node._withUnsafeGuaranteedRef { core.holdForQuery($0) } }
     isStarted = true
   }
 
@@ -214,7 +234,7 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
     let dropped = members
     members = []
     memberIDs = []
-    for member in dropped { core.dropExternalHold(on: member.node.takeUnretainedValue()) }
+    for member in dropped { member.node._withUnsafeGuaranteedRef { core.dropExternalHold(on: $0) } }
     detachOp = nil
   }
 
