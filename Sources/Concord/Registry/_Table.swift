@@ -83,6 +83,10 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
 
   /// Takes `node` out if it is its id's entry; the table's retain moves to `graveyard`, so that
   /// the node is released after the lock. Returns whether it was there.
+  ///
+  /// NB: `@inlinable`, and called through `_EntityOps.remove`: unspecialized, every release
+  /// looked up the metadata of the dictionary's type.
+  @inlinable
   func remove(_ node: _EntityNode<T>, into graveyard: inout [AnyObject]) -> Bool {
     guard let index = slots.index(forKey: node.value.id),
       slots.values[index].takeUnretainedValue() === node
@@ -125,6 +129,7 @@ struct _EntityOps<T: Identifiable & Sendable> {
   @usableFromInline let saveValue: (_EntityNode<T>, _MapCore) -> Int32
   @usableFromInline let differs: (_EntityNode<T>, Int32, _MapCore) -> Bool
   @usableFromInline let makeDelivery: (_EntityNode<T>, UInt64) -> _Delivery?
+  @usableFromInline let remove: (_EntityNode<T>, _MapCore) -> Bool
 
   @inlinable
   init() {
@@ -136,6 +141,7 @@ struct _EntityOps<T: Identifiable & Sendable> {
     saveValue = { node, core in node._saveValue(core) }
     differs = { node, index, core in node._differs(fromSaved: index, core) }
     makeDelivery = { node, version in node._makeDelivery(version: version) }
+    remove = { node, core in node.table.remove(node, into: &core.outbox.graveyard) }
   }
 }
 
@@ -198,7 +204,7 @@ final class _EntityNode<T: Identifiable & Sendable>: _Node<T> {
   }
 
   override func unregister(from core: _MapCore) {
-    guard table.remove(self, into: &core.outbox.graveyard) else { return }
+    guard table.ops.remove(self, core) else { return }
     s.flags.remove(.registered)
     core.registry.liveCount -= 1
     // NB: a removal reaches the indexes with the change log; a release never does.
