@@ -16,6 +16,7 @@ struct Workloads {
     "propagate.fanout1000", "notify.callback", "transaction.batch100", "concurrent.read90",
     "scale.find.1M", "memory.perEntity", "store.merge", "retention.churn", "store.refetch",
     "store.page.decoded", "query.maintain", "query.indexed.open", "collector.drain",
+    "optimistic.apply+rollback", "optimistic.shadowed.write",
   ]
 
   func run(_ name: String) -> Result {
@@ -39,6 +40,8 @@ struct Workloads {
     case "query.maintain": queryMaintain()
     case "query.indexed.open": queryIndexedOpen()
     case "collector.drain": collectorDrain()
+    case "optimistic.apply+rollback": optimisticApplyRollback()
+    case "optimistic.shadowed.write": optimisticShadowedWrite()
     default: fatalError("unknown workload \(name)")
     }
   }

@@ -27,6 +27,13 @@ extension _MapCore {
     check(
       registered == registry.liveCount, "count is \(registry.liveCount), tables hold \(registered)")
     check(registry.pendingStarts.isEmpty, "a query or collector was never started")
+    check(
+      !layers.isLowered && !outbox.recordsWrites && outbox.written.isEmpty,
+      "a write left the optimistic layers lowered")
+    check(layers.shadows.count == layers.order.count, "the shadows' table and order differ")
+    for shadow in layers.order {
+      if let problem = shadow.problem() { check(false, problem) }
+    }
     let consumers = registry.tables.reduce(0) { $0 + $1.consumerCount }
     check(
       consumers == registry.consumerCount,

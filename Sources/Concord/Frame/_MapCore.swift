@@ -38,6 +38,7 @@ final class _MapCore: @unchecked Sendable {
     @usableFromInline var scratch = _Scratch()
     @usableFromInline var lifetime: _Lifetime
     @usableFromInline var outbox: _Outbox
+    @usableFromInline var layers = _Layers()
   #else
     @exclusivity(unchecked) @usableFromInline var frame = _Frame()
     @exclusivity(unchecked) @usableFromInline var registry = _Registry()
@@ -45,6 +46,7 @@ final class _MapCore: @unchecked Sendable {
     @exclusivity(unchecked) @usableFromInline var scratch = _Scratch()
     @exclusivity(unchecked) @usableFromInline var lifetime: _Lifetime
     @exclusivity(unchecked) @usableFromInline var outbox: _Outbox
+    @exclusivity(unchecked) @usableFromInline var layers = _Layers()
   #endif
 
   @usableFromInline
@@ -81,8 +83,11 @@ final class _MapCore: @unchecked Sendable {
   ///
   /// A write started from user code the engine calls in the middle of a write stops the
   /// program; see ``runUserCode(_:)``.
+  ///
+  /// - Parameter lowering: Whether the write goes underneath the optimistic layers (every write
+  ///   but a layer's own); see `_Layers`.
   @inlinable
-  func write<R>(_ body: () throws -> R) rethrows -> R {
+  func write<R>(lowering: Bool = true, _ body: () throws -> R) rethrows -> R {
     lock.lock()
     if frame.depth > 0 && frame.phase == .engine { _writeInTheMiddleOfAWrite() }
     frame.depth += 1
@@ -97,6 +102,7 @@ final class _MapCore: @unchecked Sendable {
       return try body()
     }
     defer { endWrite() }
+    if lowering && layers.isActive { lowerShadows() }
     return try body()
   }
 
@@ -126,19 +132,23 @@ final class _MapCore: @unchecked Sendable {
   func endWrite() {
     guard
       !journal.entries.isEmpty || !journal.stashes.isEmpty || lifetime.hasWork || !outbox.isIdle
-        || !registry.pendingStarts.isEmpty
+        || !registry.pendingStarts.isEmpty || layers.isLowered || !layers.deferred.isEmpty
     else {
       frame.depth -= 1
       lock.unlock()
       return
     }
     frame.phase = .engine
+    if layers.isLowered { raiseShadows() }
     commit()
     let outcome = outbox.takeOutcome()
     let logger = outbox.logger
+    let deferredLayers = layers.deferred
+    layers.deferred = []
     frame.depth -= 1
     lock.unlock()
     outcome.run(logger: logger, deliveryLock: deliveryLock)
+    if !deferredLayers.isEmpty { endDeferredLayers(deferredLayers) }
   }
 
   /// Publishes the write's changes, settles lifetimes, and forgets the write.

@@ -79,6 +79,9 @@ struct _Scratch {
   @usableFromInline var mergeFromDepth: Int32 = 0
   /// The last cycle number handed out.
   @usableFromInline var lastCycle = 0
+  /// Whether nested occurrences only link, without claiming: the pass shows a value over the
+  /// entities it nests as they are (see `_MapCore.show(_:in:)`, optimistic layers).
+  @usableFromInline var linkOnly = false
 
   @usableFromInline init() {}
 }
@@ -161,6 +164,7 @@ extension _MapCore {
         }
         scratch.links.append(
           _ChildLink(child: node, accessor: scratch.accessor, position: Int32(position)))
+        guard !scratch.linkOnly else { return }
         let schema = table.schema
         let loses =
           node.s.bits.contains(.offered)

@@ -34,6 +34,10 @@ struct _Outbox {
   @usableFromInline var graveyard: [AnyObject] = []
   /// Deliveries, the first one inline: most writes change one observed node.
   @usableFromInline var deliveries = _Deliveries()
+  /// While an optimistic layer is pending: whether the write lists the nodes it stores into
+  /// (`written`), to keep them underneath or in the layer; see `_Layers`.
+  @usableFromInline var recordsWrites = false
+  @usableFromInline var written: [_AnyNode] = []
   /// Subscriptions opened inside a write that asked for the current value: they get the value
   /// at commit, so that nothing uncommitted is ever delivered.
   @usableFromInline var initials: [(node: _AnyNode, subscriber: _AnySubscriber)] = []
@@ -91,6 +95,7 @@ struct _Outbox {
   @inlinable
   mutating func logStored(_ node: _AnyNode, stamp: Stamp?) {
     if isLogging { _logStored(node, stamp: stamp) }
+    if recordsWrites { written.append(node) }
   }
 
   @usableFromInline

@@ -329,6 +329,11 @@ class _AnyNode {
 
   /// Only for a query node: what is wrong with it, if anything; for `_checkInvariants`.
   func queryProblem(_: _MapCore) -> String? { nil }
+
+  /// Only for an entity: a shadow for optimistic layers, with the value saved at `saved` as its
+  /// value underneath: none when the write created the node (`_JournalEntry.created`), its
+  /// current value when the write did not touch it (`_JournalEntry.notSaved`).
+  func makeShadow(saved _: Int32, stamp _: Stamp) -> _AnyShadow? { nil }
 }
 
 /// A slot holding a value of type `Value`: the base of entity, alias and batch list nodes.

@@ -130,6 +130,9 @@ struct _EntityOps<T: Identifiable & Sendable> {
   @usableFromInline let differs: (_EntityNode<T>, Int32, _MapCore) -> Bool
   @usableFromInline let makeDelivery: (_EntityNode<T>, UInt64) -> _Delivery?
   @usableFromInline let remove: (_EntityNode<T>, _MapCore) -> Bool
+  @usableFromInline let lowerShadow: (_Shadow<T>, _MapCore) -> Void
+  @usableFromInline let raiseShadow: (_Shadow<T>, _MapCore) -> Void
+  @usableFromInline let keepShadowBase: (_Shadow<T>) -> Void
 
   @inlinable
   init() {
@@ -142,6 +145,9 @@ struct _EntityOps<T: Identifiable & Sendable> {
     differs = { node, index, core in node._differs(fromSaved: index, core) }
     makeDelivery = { node, version in node._makeDelivery(version: version) }
     remove = { node, core in node.table.remove(node, into: &core.outbox.graveyard) }
+    lowerShadow = { shadow, core in shadow._lower(core) }
+    raiseShadow = { shadow, core in shadow._raise(core) }
+    keepShadowBase = { shadow in shadow._keepAsBase() }
   }
 }
 
@@ -212,6 +218,16 @@ final class _EntityNode<T: Identifiable & Sendable>: _Node<T> {
   }
 
   override var hasConsumers: Bool { table.consumers != nil }
+
+  override func makeShadow(saved: Int32, stamp: Stamp) -> _AnyShadow? {
+    let base: T? =
+      switch saved {
+      case _JournalEntry.created: nil
+      case _JournalEntry.notSaved: value
+      default: table.stash.values[Int(saved)]
+      }
+    return _Shadow(node: self, base: base, baseStamp: stamp)
+  }
 
   override func feedConsumers(_ kind: _ChangeKind, saved: Int32, _ core: _MapCore) {
     guard let consumers = table.consumers else { return }

@@ -1,0 +1,104 @@
+extension IdentityMap {
+  /// Applies the writes of `body` as a layer over the map, shown to everyone at once, and
+  /// returns the layer, to commit when the server confirms or roll back when it fails.
+  ///
+  /// ```swift
+  /// let like = map.optimistic { transaction in
+  ///   transaction.update(Post.self, id: post.id) { $0.likes += 1 }
+  /// }
+  /// do {
+  ///   try await api.like(post.id)
+  ///   like.commit()
+  /// } catch {
+  ///   like.rollback()  // the post shows what the server last said
+  /// }
+  /// ```
+  ///
+  /// Every entity the body stores into (directly, or nested in an aggregate it stores) shows the
+  /// layer's value while the layer is pending. Writes that arrive meanwhile from outside the
+  /// layers (`store`, `update`, transactions, on any thread) go *underneath*: they are kept,
+  /// compared by stamp with the value underneath, merged into it for a ``Mergeable`` type, and
+  /// `update` starts from it, but the layer's value stays visible until the layer ends. Layers
+  /// stack in the order they were made; an entity shows the newest pending layer's value.
+  ///
+  /// Aggregates holding a layered entity show its layered value, and after a rollback what is
+  /// underneath. Each visible change notifies once, with the visible value, and a change that
+  /// reveals a value `==` to the one shown notifies nobody. Live queries and collectors see
+  /// visible values only.
+  ///
+  /// **Removal.** A layer does not hide entities: a `remove` in the body is an ordinary
+  /// removal, which rollback does not undo, and the layers below forget the entity. A removal
+  /// from outside also wins over every layer. To delete optimistically, write a flag in the
+  /// layer (`$0.isDeleted = true`) and leave flagged entities out of your lists with a live
+  /// query; remove the entity once the server confirms.
+  ///
+  /// **Other limits.** An entity that only a layer created is, underneath, what the layer wrote:
+  /// outside writes compare with that value until one of them stores the entity. Aliases set in
+  /// the body are ordinary writes. Inside a write from outside (an `update` or transaction
+  /// body), `find` and handles show the values underneath.
+  ///
+  /// A pending layer holds the entities it wrote. Dropping the layer while it is pending rolls
+  /// it back.
+  ///
+  /// - Parameter body: The layer's writes. If it throws, nothing is applied and no layer is made.
+  /// - Returns: The layer.
+  /// - Precondition: Not called inside an `update` or transaction body.
+  /// - Complexity: While any layer is pending, each write from outside also lowers and raises
+  ///   every shadowed entity: O(shadowed entities) more work per write. With none pending,
+  ///   writes cost what they did.
+  @discardableResult
+  public func optimistic(_ body: (IdentityMap.Transaction) throws -> Void) rethrows
+    -> OptimisticLayer
+  {
+    let layer = try _core.write(lowering: false) {
+      precondition(
+        _core.frame.depth == 1,
+        "Concord: optimistic(_:) was called inside an update or transaction body; make layers "
+          + "from outside any write")
+      return try _core.applyLayer {
+        try body(Transaction(map: self, serial: _core.journal.transactions.last ?? 0))
+      }
+    }
+    return OptimisticLayer(layer: layer, core: _core)
+  }
+}
+
+/// A pending optimistic change, made by ``IdentityMap/optimistic(_:)``.
+///
+/// End it with ``commit()`` when the server confirms, or ``rollback()`` when it fails. Both are
+/// idempotent, both may be called from any thread and from a callback, and only the first call
+/// of either has an effect. Called inside an `update` or transaction body, they take effect when
+/// that write ends, even if it throws. A layer dropped while pending is rolled back.
+public final class OptimisticLayer: Sendable {
+  let layer: _Layer
+  let core: _MapCore
+
+  init(layer: _Layer, core: _MapCore) {
+    self.layer = layer
+    self.core = core
+  }
+
+  deinit {
+    core.end(layer, commit: false)
+  }
+
+  /// Writes the layer's values underneath as ordinary writes, in the order the layer first wrote
+  /// them, with the stamps the layer's writes gave (so a newer stamped value underneath still
+  /// wins), and ends the layer. Layers made later stay on top. Does nothing after the layer
+  /// ended.
+  public func commit() {
+    core.end(layer, commit: true)
+  }
+
+  /// Undoes the layer: each entity it wrote shows what is underneath, including writes that
+  /// arrived while it was pending, with the layers made later re-applied on top. Entities only
+  /// the layer created are removed. Does nothing after the layer ended.
+  public func rollback() {
+    core.end(layer, commit: false)
+  }
+
+  /// Whether the layer is neither committed nor rolled back.
+  public var isPending: Bool {
+    core.read { layer.isPending }
+  }
+}

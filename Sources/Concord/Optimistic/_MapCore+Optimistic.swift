@@ -1,0 +1,172 @@
+extension _MapCore {
+  // MARK: Showing a value
+
+  /// Makes `value`, stamped `stamp`, the value of `node` without writing the entities it
+  /// nests: nested occurrences are linked to the entities as they are, and the node shows their
+  /// current values. Its parents are patched as for any write. Logs nothing.
+  @inlinable
+  func show<T: Identifiable & Sendable>(_ value: T, stamp: Stamp, in node: _EntityNode<T>) {
+    let events = outbox.events.count
+    let recording = outbox.recordsWrites
+    outbox.recordsWrites = false
+    defer {
+      outbox.recordsWrites = recording
+      outbox.events.removeSubrange(events...)
+    }
+    if !(node.s.stamp == stamp || (node.s.stamp.isNaN && stamp.isNaN)) {
+      touch(node)
+      node.s.stamp = stamp
+    }
+    let schema = node.table.schema
+    if schema.isLeaf {
+      guard !(schema.isEquatable && _identical(node.value, value)) else { return }
+      touch(node)
+      node.value = value
+      if node.hasParents { propagate(from: node) }
+      return
+    }
+    scratch.linkOnly = true
+    scratch.stamp = nil
+    scratch.mergeFromDepth = 1
+    offer(node, payload: node.table.stash.append(value, self), verdict: .accepted, stamp: nil)
+    runPass()
+    scratch.linkOnly = false
+  }
+
+  // MARK: Writes from outside the layers
+
+  /// Lowers every shadowed entity to its value underneath, for the write about to run, and
+  /// lists what that write stores into.
+  @usableFromInline
+  func lowerShadows() {
+    layers.isLowered = true
+    outbox.recordsWrites = true
+    for shadow in layers.order { shadow.lower(self) }
+  }
+
+  /// Keeps what the write stored into shadowed entities as their values underneath, forgets
+  /// the shadows of entities it removed, and raises every shadowed entity to its newest
+  /// layer's value.
+  func raiseShadows() {
+    layers.isLowered = false
+    outbox.recordsWrites = false
+    for node in outbox.written {
+      layers.shadows[ObjectIdentifier(node)]?.keepAsBase()
+    }
+    outbox.written.removeAll()
+    for shadow in layers.order where shadow.entries.isEmpty || !shadow.node.isPresent {
+      // NB: a removal from outside wins over the layers: they forget the entity.
+      forget(shadow)
+    }
+    for shadow in layers.order { shadow.raise(self) }
+  }
+
+  /// Drops `shadow` and its hold on its entity.
+  func forget(_ shadow: _AnyShadow) {
+    layers.shadows[ObjectIdentifier(shadow.node)] = nil
+    layers.order.removeAll { $0 === shadow }
+    dropExternalHold(on: shadow.node)
+  }
+
+  // MARK: Layers
+
+  /// Runs `body` as a new layer's writes and returns the layer. The caller holds the lock, in
+  /// the outermost write, not lowered.
+  func applyLayer(_ body: () throws -> Void) rethrows -> _Layer {
+    let savepoint = beginTransaction()
+    outbox.recordsWrites = true
+    do {
+      try runUserCode(body)
+    } catch {
+      outbox.recordsWrites = false
+      outbox.written.removeAll()
+      rollBack(to: savepoint)
+      throw error
+    }
+    outbox.recordsWrites = false
+    layers.lastSerial += 1
+    let layer = _Layer(serial: layers.lastSerial)
+    // The state of each written node before the layer: its first journal record, or, for a
+    // node the layer wrote bit for bit as it was (which the journal skips), the node as it is.
+    var firstRecord: [ObjectIdentifier: Int] = [:]
+    for index in journal.entries.indices where journal.entries[index].previousMark == 0 {
+      firstRecord[ObjectIdentifier(journal.entries[index].node)] = index
+    }
+    var seen: Set<ObjectIdentifier> = []
+    let written = outbox.written
+    outbox.written.removeAll()
+    for node in written where node.isPresent && node.s.flags.contains(.registered) {
+      let key = ObjectIdentifier(node)
+      guard seen.insert(key).inserted else { continue }
+      let shadow: _AnyShadow
+      let before: Stamp
+      if let existing = layers.shadows[key] {
+        shadow = existing
+        before = existing.entries.last?.stamp ?? existing.baseStamp
+      } else {
+        let record = firstRecord[key].map { journal.entries[$0] }
+        before = record?.stamp ?? node.s.stamp
+        guard
+          let made = node.makeShadow(saved: record?.saved ?? _JournalEntry.notSaved, stamp: before)
+        else { continue }
+        shadow = made
+        layers.shadows[key] = made
+        layers.order.append(made)
+        holdForQuery(node)
+      }
+      let now = node.s.stamp
+      let gave = now != before && !(now.isNaN && before.isNaN)
+      shadow.push(layer.serial, given: gave ? now : nil)
+      layer.nodes.append(node)
+    }
+    // A layer's removal is an ordinary removal: the layers below forget the entity.
+    for shadow in layers.order where !shadow.node.isPresent { forget(shadow) }
+    commitTransaction(savepoint)
+    layers.pending.append(layer)
+    return layer
+  }
+
+  /// Ends `layer`, in a write that lowered the shadowed entities: commit writes its values
+  /// underneath, in its order, with the stamps it gave; rollback forgets them, and removes what
+  /// only it created. The write's end raises what is left.
+  func finish(_ layer: _Layer, commit: Bool) {
+    guard layer.isPending else { return }
+    layer.isPending = false
+    layers.pending.removeAll { $0 === layer }
+    for node in layer.nodes {
+      guard let shadow = layers.shadows[ObjectIdentifier(node)] else { continue }
+      if commit {
+        // NB: the node shows what is underneath now, the layer's value or, if the stamps
+        // refused it, what was there.
+        shadow.writeUnderneath(layer.serial, self)
+        if node.isPresent { shadow.keepAsBase() }
+      }
+      shadow.pop(layer.serial)
+      if shadow.entries.isEmpty && !shadow.baseExists && node.isPresent {
+        forget(shadow)
+        remove([node])
+      }
+    }
+  }
+
+  /// Commits or rolls back `layer` now, or when the write this thread is inside ends.
+  func end(_ layer: _Layer, commit: Bool) {
+    lock.lock()
+    guard layer.isPending else {
+      lock.unlock()
+      return
+    }
+    guard frame.depth == 0 else {
+      layers.deferred.append((layer, commit))
+      lock.unlock()
+      return
+    }
+    lock.unlock()
+    write { finish(layer, commit: commit) }
+  }
+
+  /// Ends the layers whose commit or rollback was asked for inside the write that just ended.
+  func endDeferredLayers(_ deferred: [(layer: _Layer, commit: Bool)]) {
+    for (layer, commit) in deferred { end(layer, commit: commit) }
+  }
+}

@@ -1,0 +1,59 @@
+import Foundation
+import Testing
+
+@testable import Concord
+
+@Suite("Optimistic layers and aggregates")
+struct OptimisticAggregateTests {
+  @Test("aggregates show a layered entity, and what is underneath after rollback")
+  func aggregatesShowTheLayer() throws {
+    let map = IdentityMap()
+    let page = map.store(try Recorded.decode([GitHubIssue].self, Recorded.issuesPage))
+    let rename = map.optimistic { $0.update(GitHubUser.self, id: 7) { $0.login = "sparrowhawk" } }
+    #expect(page.value.map(\.user.login) == ["sparrowhawk", "tenar", "sparrowhawk"])
+    #expect(page.value[1].assignees.first?.login == "sparrowhawk")
+    rename.rollback()
+    #expect(page.value.map(\.user.login) == ["ged", "tenar", "ged"])
+    map._core._checkInvariants()
+  }
+
+  @Test("a layered aggregate keeps showing its nested entities' own visible values")
+  func layeredAggregate() throws {
+    let map = IdentityMap()
+    let issue = map.store(try Recorded.decode(GitHubIssue.self, Recorded.retitledHook))
+    // The layer closes the issue; then the server renames its author underneath.
+    let close = map.optimistic { $0.update(GitHubIssue.self, id: 1001) { $0.state = "closed" } }
+    map.update(GitHubUser.self, id: 8) { $0.login = "tenar-of-atuan" }
+    #expect(issue.value.state == "closed")
+    // Tenar is nested in the layered issue, so the layer wrote her too: she stays as it wrote.
+    #expect(issue.value.assignees.map(\.login) == ["ged", "tenar"])
+    close.rollback()
+    #expect(issue.value.state == "open")
+    #expect(issue.value.assignees.map(\.login) == ["ged", "tenar-of-atuan"])
+    map._core._checkInvariants()
+  }
+
+  @Test("a server write to a layered aggregate goes underneath, nested entities included")
+  func serverWriteToALayeredAggregate() throws {
+    let map = IdentityMap()
+    let issue = map.store(try Recorded.decode(GitHubIssue.self, Recorded.retitledHook))
+    let label = map.optimistic { transaction in
+      transaction.update(GitHubIssue.self, id: 1001) {
+        $0.labels.append(GitHubLabel(id: 9, name: "optimistic", color: "ffffff"))
+      }
+    }
+    #expect(issue.value.labels.map(\.id) == [1, 9])
+    var fromServer = issue.value
+    fromServer.labels = [GitHubLabel(id: 1, name: "bug", color: "d73a4a")]
+    fromServer.title = "Retitled by the server"
+    fromServer.updatedAt = fromServer.updatedAt.addingTimeInterval(60)
+    map.store(fromServer)
+    #expect(issue.value.labels.map(\.id) == [1, 9], "the layer's labels stay visible")
+    #expect(map.find(GitHubLabel.self, id: 9) != nil, "held by the layered issue")
+    label.rollback()
+    #expect(issue.value.title == "Retitled by the server")
+    #expect(issue.value.labels.map(\.id) == [1])
+    #expect(map.find(GitHubLabel.self, id: 9) == nil, "only the layer created it")
+    map._core._checkInvariants()
+  }
+}

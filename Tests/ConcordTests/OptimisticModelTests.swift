@@ -1,0 +1,171 @@
+import Foundation
+import Testing
+
+@testable import Concord
+
+// A seeded model-based random test of optimistic layers. The model keeps the map underneath
+// (values and stamps) and a stack of layers, each with the values it wrote, as API.md describes
+// them; random steps interleave layer creation, server writes (stamped, some stale), updates,
+// removals, commits, rollbacks and dropped layers. After every step, every entity the map
+// shows must be the model's visible value (the newest pending layer's, else underneath), an
+// observer must have been told the visible value when it changed and never otherwise, and the
+// engine's invariants must hold.
+
+private struct ModelLayer {
+  let handle: OptimisticLayer
+  var values: [Int: Counter] = [:]
+  var order: [Int] = []
+}
+
+private struct OptimisticModelRun {
+  var random: SeededGenerator
+  let map = IdentityMap()
+  var base: [Int: (value: Counter, stamp: Double?)] = [:]
+  var layers: [ModelLayer] = []
+  var handles: [EntityObserver<Counter>] = []
+  var log: [String] = []
+  let ids = 0..<8
+  /// What the observer of each id has been told, in order.
+  let told = Locked<[Int: [Int]]>([:])
+  var subscriptions: [Subscription] = []
+  var lastTold: [Int: Int] = [:]
+
+  init(seed: UInt64) {
+    random = SeededGenerator(seed: seed)
+  }
+
+  func visible(_ id: Int) -> Counter? {
+    for layer in layers.reversed() { if let value = layer.values[id] { return value } }
+    return base[id]?.value
+  }
+
+  mutating func observeIfNeeded(_ id: Int) {
+    guard let handle = map.find(Counter.self, id: id) else { return }
+    handles.append(handle)
+    let told = told
+    subscriptions.append(
+      handle.observe { counter in told.withValue { $0[id, default: []].append(counter.value) } })
+  }
+
+  mutating func applyUnderneath(_ value: Counter, stamp: Double?) {
+    let stored = base[value.id]
+    if let stamp, let storedStamp = stored?.stamp, stamp <= storedStamp { return }
+    base[value.id] = (value, stamp ?? stored?.stamp)
+  }
+
+  mutating func step() {
+    let id = Int.random(in: ids, using: &random)
+    let value = Int.random(in: 0..<5, using: &random)
+    switch Int.random(in: 0..<10, using: &random) {
+    case 0, 1:
+      // A server write, stamped most of the time, sometimes stale.
+      let stamp: Double? =
+        Bool.random(using: &random) ? Double(Int.random(in: 0..<40, using: &random)) : nil
+      log.append("server store \(id) = \(value) stamp \(stamp.map { "\($0)" } ?? "nil")")
+      let existed = visible(id) != nil
+      handles.append(map.store(Counter(id: id, value: value), modifiedAt: stamp))
+      applyUnderneath(Counter(id: id, value: value), stamp: stamp)
+      if !existed { observeIfNeeded(id) }
+    case 2:
+      log.append("server update \(id) += \(value)")
+      map.update(Counter.self, id: id) { $0.value += value }
+      // Underneath, or the layer's value for an entity only layers created.
+      if let stored = base[id] {
+        base[id] = (Counter(id: id, value: stored.value.value + value), stored.stamp)
+      } else if let shown = visible(id) {
+        base[id] = (Counter(id: id, value: shown.value + value), nil)
+      }
+    case 3:
+      log.append("server remove \(id)")
+      map.remove(Counter.self, id: id)
+      base[id] = nil
+      for index in layers.indices {
+        layers[index].values[id] = nil
+        layers[index].order.removeAll { $0 == id }
+      }
+    case 4, 5:
+      var writes: [(Int, Int)] = []
+      for _ in 0..<Int.random(in: 1...3, using: &random) {
+        writes.append((Int.random(in: ids, using: &random), Int.random(in: 0..<5, using: &random)))
+      }
+      log.append("layer \(writes)")
+      var layer = ModelLayer(
+        handle: map.optimistic { transaction in
+          for (id, value) in writes {
+            transaction.store(Counter(id: id, value: value))
+          }
+        })
+      var created: [Int] = []
+      for (id, value) in writes {
+        if visible(id) == nil && layer.values[id] == nil { created.append(id) }
+        layer.values[id] = Counter(id: id, value: value)
+        if !layer.order.contains(id) { layer.order.append(id) }
+      }
+      layers.append(layer)
+      for id in created { observeIfNeeded(id) }
+    case 6, 7:
+      guard !layers.isEmpty else { return }
+      let index = Int.random(in: 0..<layers.count, using: &random)
+      log.append("commit layer \(index)")
+      layers[index].handle.commit()
+      let layer = layers.remove(at: index)
+      for id in layer.order { applyUnderneath(layer.values[id]!, stamp: nil) }
+    default:
+      guard !layers.isEmpty else { return }
+      let index = Int.random(in: 0..<layers.count, using: &random)
+      let drop = Bool.random(using: &random)
+      log.append(drop ? "drop layer \(index)" : "roll back layer \(index)")
+      if !drop { layers[index].handle.rollback() }
+      layers.remove(at: index)
+    }
+  }
+
+  mutating func run(steps: Int) -> Bool {
+    for _ in 0..<steps {
+      step()
+      for id in ids {
+        let shown = map.find(Counter.self, id: id)?.value
+        let expected = visible(id)
+        guard shown == expected else {
+          Issue.record(
+            "Counter \(id) shows \(String(describing: shown)), expected \(String(describing: expected)), after \(log.suffix(10))"
+          )
+          return false
+        }
+        // Told of each visible change, and of nothing else.
+        if let expected, lastTold[id] != expected.value {
+          let last = told.value[id]?.last
+          if last != expected.value && lastTold[id] != nil {
+            Issue.record(
+              "the observer of \(id) was last told \(String(describing: last)), expected \(expected.value), after \(log.suffix(10))"
+            )
+            return false
+          }
+        }
+        lastTold[id] = expected?.value
+      }
+      map._core._checkInvariants()
+    }
+    return true
+  }
+}
+
+@Suite("Optimistic layers against a model")
+struct OptimisticModelTests {
+  /// Ten runs of a tenth of `CONCORD_RANDOM_STEPS` each (100,000 by default) / 10.
+  static let steps =
+    (ProcessInfo.processInfo.environment["CONCORD_RANDOM_STEPS"].flatMap(Int.init) ?? 100_000)
+    / 10 / 10
+
+  @Test(arguments: 0..<10)
+  func randomRun(seed: UInt64) {
+    var run = OptimisticModelRun(seed: 0x0971_0000 + seed)
+    let passed = run.run(steps: Self.steps)
+    #expect(passed)
+    run.layers = []
+    #expect(shadowCount(run.map) == 0, "every layer ended, no shadow left")
+    run.subscriptions = []
+    run.handles = []
+    #expect(run.map.count == 0)
+  }
+}
