@@ -1048,10 +1048,8 @@ extension ModelRun {
 
 @Suite("Model-based random runs")
 struct ModelBasedTests {
-  /// The total number of random steps, from `CONCORD_RANDOM_STEPS` (CI shortens it under
-  /// ThreadSanitizer), 100,000 by default.
-  static let steps =
-    ProcessInfo.processInfo.environment["CONCORD_RANDOM_STEPS"].flatMap(Int.init) ?? 100_000
+  /// The total number of random steps; see `randomSteps(share:)`.
+  static let steps = randomSteps()
   static let runs = 20
 
   @Test(arguments: 0..<runs)

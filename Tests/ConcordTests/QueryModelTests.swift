@@ -359,10 +359,8 @@ private struct QueryModelRun {
 
 @Suite("Live queries and collectors against a model")
 struct QueryModelTests {
-  /// Ten runs of a tenth of `CONCORD_RANDOM_STEPS` each (100,000 by default).
-  static let steps =
-    (ProcessInfo.processInfo.environment["CONCORD_RANDOM_STEPS"].flatMap(Int.init) ?? 100_000)
-    / 10 / 10
+  /// Ten runs of a hundredth of the random steps each.
+  static let steps = randomSteps(share: 100)
 
   @Test(arguments: 0..<10)
   func randomRun(seed: UInt64) {

@@ -162,9 +162,7 @@ struct RetentionModelTests {
     var random = MRandom(state: 0xB0FF_E200 &+ UInt64(run))
     var held: [Int: [EntityObserver<MLeaf>]] = [:]
     var history: [String] = []
-    let steps =
-      (ProcessInfo.processInfo.environment["CONCORD_RANDOM_STEPS"].flatMap(Int.init) ?? 100_000)
-      / 20
+    let steps = randomSteps(share: 20)
 
     func drop(_ id: Int) {
       held[id]?.removeLast()

@@ -1,3 +1,5 @@
+import Foundation
+
 /// A small deterministic generator (SplitMix64), so that a failing stress run can be replayed.
 struct SeededGenerator: RandomNumberGenerator {
   private var state: UInt64
@@ -13,4 +15,11 @@ struct SeededGenerator: RandomNumberGenerator {
     mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
     return mixed ^ (mixed >> 31)
   }
+}
+
+/// How many steps the seeded random tests take: `CONCORD_RANDOM_STEPS` (CI shortens it under
+/// ThreadSanitizer), 100,000 by default, divided by `share` for a test that takes a part of it.
+func randomSteps(share: Int = 1) -> Int {
+  (ProcessInfo.processInfo.environment["CONCORD_RANDOM_STEPS"].flatMap(Int.init) ?? 100_000)
+    / share
 }
