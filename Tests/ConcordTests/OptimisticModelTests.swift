@@ -15,6 +15,8 @@ private struct ModelLayer {
   let handle: OptimisticLayer
   var values: [Int: Counter] = [:]
   var order: [Int] = []
+  /// The stamp each entity showed when the layer wrote it (the layer's writes give none).
+  var stamps: [Int: Double] = [:]
 }
 
 private struct OptimisticModelRun {
@@ -32,6 +34,12 @@ private struct OptimisticModelRun {
 
   init(seed: UInt64) {
     random = SeededGenerator(seed: seed)
+  }
+
+  /// The stamp the entity shows: the newest layer's over it, else the one underneath.
+  func visibleStamp(_ id: Int) -> Double? {
+    for layer in layers.reversed() where layer.values[id] != nil { return layer.stamps[id] }
+    return base[id]?.stamp
   }
 
   func visible(_ id: Int) -> Counter? {
@@ -96,10 +104,19 @@ private struct OptimisticModelRun {
           }
         })
       var created: [Int] = []
+      var final: [Int: Counter] = [:]
+      var order: [Int] = []
       for (id, value) in writes {
-        if visible(id) == nil && layer.values[id] == nil { created.append(id) }
-        layer.values[id] = Counter(id: id, value: value)
-        if !layer.order.contains(id) { layer.order.append(id) }
+        if final[id] == nil { order.append(id) }
+        final[id] = Counter(id: id, value: value)
+      }
+      // A layer holds what it changed: an entity it stored as it was keeps following the
+      // value underneath.
+      for id in order where final[id] != visible(id) {
+        if visible(id) == nil { created.append(id) }
+        layer.values[id] = final[id]
+        layer.order.append(id)
+        if let stamp = visibleStamp(id) { layer.stamps[id] = stamp }
       }
       layers.append(layer)
       for id in created { observeIfNeeded(id) }
@@ -109,7 +126,12 @@ private struct OptimisticModelRun {
       log.append("commit layer \(index)")
       layers[index].handle.commit()
       let layer = layers.remove(at: index)
-      for id in layer.order { applyUnderneath(layer.values[id]!, stamp: nil) }
+      for id in layer.order {
+        // Underneath unless a newer stamp is there; with the stamp the entity showed.
+        let stamp = layer.stamps[id]
+        if let stored = base[id]?.stamp, let stamp, stored > stamp { continue }
+        base[id] = (layer.values[id]!, stamp ?? base[id]?.stamp)
+      }
     default:
       guard !layers.isEmpty else { return }
       let index = Int.random(in: 0..<layers.count, using: &random)

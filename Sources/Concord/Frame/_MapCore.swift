@@ -66,7 +66,7 @@ final class _MapCore: @unchecked Sendable {
     lock.lock()
     frame.depth += 1
     defer {
-      if frame.depth == 1 && lifetime.hasWork {
+      if frame.depth == 1 && (lifetime.hasWork || !layers.deferred.isEmpty) {
         // NB: a handle released during the read (in a value's deinit, say) still counts at once.
         endWrite()
       } else {

@@ -157,6 +157,9 @@ extension _MapCore {
   @inlinable
   func visit<C: Identifiable & Sendable>(_ child: C, position: Int) {
     withTable(C.self) { table in
+      // NB: a value shown over its nested entities never brings back one that left the map:
+      // its occurrence stays a copy, unlinked.
+      if scratch.linkOnly && table.node(child.id) == nil { return }
       table.withNode(for: child) { node, created in
         if created {
           didCreate(node, held: false, journaled: true)

@@ -55,6 +55,7 @@ extension _MapCore {
     }
     settle(from: seeds)
     endPass()
+    if layers.isActive { removalPatched(seeds) }
   }
 
   /// Removes every entity, then empties every alias.

@@ -14,8 +14,9 @@ extension IdentityMap {
   /// }
   /// ```
   ///
-  /// Every entity the body stores into (directly, or nested in an aggregate it stores) shows the
-  /// layer's value while the layer is pending. Writes that arrive meanwhile from outside the
+  /// Every entity the body changes (directly, or nested in an aggregate it stores) shows the
+  /// layer's value while the layer is pending; an entity the body stores as it was keeps
+  /// following what happens underneath. Writes that arrive meanwhile from outside the
   /// layers (`store`, `update`, transactions, on any thread) go *underneath*: they are kept,
   /// compared by stamp with the value underneath, merged into it for a ``Mergeable`` type, and
   /// `update` starts from it, but the layer's value stays visible until the layer ends. Layers
@@ -28,7 +29,8 @@ extension IdentityMap {
   ///
   /// **Removal.** A layer does not hide entities: a `remove` in the body is an ordinary
   /// removal, which rollback does not undo, and the layers below forget the entity. A removal
-  /// from outside also wins over every layer. To delete optimistically, write a flag in the
+  /// from outside also wins over every layer, and over the layers of the aggregates that nested
+  /// the entity: they keep what they show, without it, as their value underneath. To delete optimistically, write a flag in the
   /// layer (`$0.isDeleted = true`) and leave flagged entities out of your lists with a live
   /// query; remove the entity once the server confirms.
   ///
@@ -82,9 +84,10 @@ public final class OptimisticLayer: Sendable {
     core.end(layer, commit: false)
   }
 
-  /// Writes the layer's values underneath as ordinary writes, in the order the layer first wrote
-  /// them, with the stamps the layer's writes gave (so a newer stamped value underneath still
-  /// wins), and ends the layer. Layers made later stay on top. Does nothing after the layer
+  /// Makes the layer's values the values underneath, and ends the layer. Each entity keeps the
+  /// stamp the layer's write gave it (or, for a write that gave none, the stamp it had then), and
+  /// a newer stamp underneath, a server write made since, still wins. A ``Mergeable`` value merges
+  /// into the value underneath. Layers made later stay on top. Does nothing after the layer
   /// ended.
   public func commit() {
     core.end(layer, commit: true)

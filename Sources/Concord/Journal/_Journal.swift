@@ -87,6 +87,8 @@ struct _Savepoint {
   let serial: Int
   let entries: Int
   let events: Int
+  /// How many nodes the write had listed as stored into; see `_Outbox.written`.
+  let written: Int
 }
 
 extension _MapCore {
@@ -110,11 +112,11 @@ extension _MapCore {
 
   /// Whether a change to `node` can be published as it is made, skipping the journal: only in
   /// the outermost write, only while it has touched nothing else, so that no later write in it
-  /// can touch the node again, and only when no query or collector reads its type's changes
-  /// from the journal.
+  /// can touch the node again, only when no query or collector reads its type's changes from
+  /// the journal, and never under optimistic layers, which raise their values before commit.
   @inlinable
   func publishesDirectly(_ node: _AnyNode) -> Bool {
-    frame.depth == 1 && journal.entries.isEmpty
+    frame.depth == 1 && journal.entries.isEmpty && !layers.isLowered
       && (registry.consumerCount == 0 || !node.hasConsumers)
   }
 
@@ -146,7 +148,8 @@ extension _MapCore {
     journal.lastSerial += 1
     journal.transactions.append(journal.lastSerial)
     return _Savepoint(
-      serial: journal.lastSerial, entries: journal.entries.count, events: outbox.events.count)
+      serial: journal.lastSerial, entries: journal.entries.count, events: outbox.events.count,
+      written: outbox.written.count)
   }
 
   /// Closes the innermost transaction, keeping its writes. An enclosing transaction can still
@@ -193,6 +196,9 @@ extension _MapCore {
     }
     journal.transactions.removeLast()
     outbox.events.removeSubrange(savepoint.events...)
+    if outbox.written.count > savepoint.written {
+      outbox.written.removeSubrange(savepoint.written...)
+    }
     for list in createdLists { dropChildrenNotPresent(of: list) }
     // NB: cycle numbers are not journaled: the links put back may close cycles again whose
     // members the transaction had numbered apart; number them afresh.

@@ -59,9 +59,8 @@ class _AnyShadow {
   /// Whether the entity exists underneath: not when only a layer created it.
   @usableFromInline var baseExists: Bool
   @usableFromInline var baseStamp: Stamp
-  /// The layers over the entity, oldest first: the stamp the entity had after each, and the
-  /// stamp each layer's write gave (nil when it gave none), for `commit`.
-  @usableFromInline var entries: [(serial: Int, stamp: Stamp, given: Stamp?)] = []
+  /// The layers over the entity, oldest first, with the stamp the entity had after each.
+  @usableFromInline var entries: [(serial: Int, stamp: Stamp)] = []
 
   init(node: _AnyNode, baseExists: Bool, baseStamp: Stamp) {
     self.node = node
@@ -76,11 +75,11 @@ class _AnyShadow {
   /// Keeps the node's value as the value underneath: a write from outside stored into it.
   func keepAsBase() { fatalError("abstract") }
   /// Records the node's value as layer `serial`'s.
-  func push(_: Int, given _: Stamp?) { fatalError("abstract") }
+  func push(_: Int) { fatalError("abstract") }
   /// Forgets layer `serial`'s value.
   func pop(_: Int) { fatalError("abstract") }
-  /// Writes layer `serial`'s value underneath, as an ordinary write with the stamp it gave.
-  func writeUnderneath(_: Int, _: _MapCore) { fatalError("abstract") }
+  /// Makes layer `serial`'s value the value underneath, unless a newer stamp is there.
+  func commit(_: Int) { fatalError("abstract") }
 
   /// What is wrong with the shadow between writes, if anything; for `_checkInvariants`.
   func problem() -> String? { fatalError("abstract") }
@@ -129,8 +128,8 @@ final class _Shadow<T: Identifiable & Sendable>: _AnyShadow {
     baseExists = true
   }
 
-  override func push(_ serial: Int, given: Stamp?) {
-    entries.append((serial, node.s.stamp, given))
+  override func push(_ serial: Int) {
+    entries.append((serial, node.s.stamp))
     values.append(entity.value)
   }
 
@@ -147,14 +146,27 @@ final class _Shadow<T: Identifiable & Sendable>: _AnyShadow {
     guard let top = values.last, values.count == entries.count else {
       return "a shadow of \(T.self) has no layer"
     }
-    if let equality = entity.table.schema.equality, !equality.equal(top, entity.value) {
+    // NB: its own fields: the entities it nests show their own visible values.
+    let schema = entity.table.schema
+    if schema.isEquatable && !schema.ownFieldsEqual(top, entity.value) {
       return "\(T.self) \(entity.value.id) does not show its newest layer's value"
     }
     return nil
   }
 
-  override func writeUnderneath(_ serial: Int, _ core: _MapCore) {
+  override func commit(_ serial: Int) {
     guard let index = entries.firstIndex(where: { $0.serial == serial }) else { return }
-    core.store(values[index], stamp: entries[index].given, held: false) { _ in }
+    let stamp = entries[index].stamp
+    // NB: the stamp the entity had after the layer's write: the one that write gave, or, if it
+    // gave none, the one it kept. A newer stamp underneath means the server wrote since: it wins.
+    if baseExists && !baseStamp.isNaN && !stamp.isNaN && baseStamp > stamp { return }
+    let value = values[index]
+    if baseExists, let stored = base, let merge = entity.table.schema.merge {
+      base = merge(value, stored)
+    } else {
+      base = value
+    }
+    if !stamp.isNaN { baseStamp = stamp }
+    baseExists = true
   }
 }

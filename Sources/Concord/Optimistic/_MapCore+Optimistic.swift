@@ -13,13 +13,14 @@ extension _MapCore {
       outbox.recordsWrites = recording
       outbox.events.removeSubrange(events...)
     }
-    if !(node.s.stamp == stamp || (node.s.stamp.isNaN && stamp.isNaN)) {
+    if !node.s.stamp._isSame(as: stamp) {
       touch(node)
       node.s.stamp = stamp
     }
-    let schema = node.table.schema
-    if schema.isLeaf {
-      guard !(schema.isEquatable && _identical(node.value, value)) else { return }
+    // NB: bit for bit the value shown, whatever its type: nothing to do. (A type that is not
+    // `Equatable` would otherwise tell its observers of every write from outside.)
+    guard !_identical(node.value, value) else { return }
+    if node.table.schema.isLeaf {
       touch(node)
       node.value = value
       if node.hasParents { propagate(from: node) }
@@ -55,10 +56,23 @@ extension _MapCore {
     }
     outbox.written.removeAll()
     for shadow in layers.order where shadow.entries.isEmpty || !shadow.node.isPresent {
-      // NB: a removal from outside wins over the layers: they forget the entity.
+      // NB: a removal from outside wins over the layers: they forget the entity. A shadow left
+      // with no layer shows its value underneath, which a commit may just have set.
+      if shadow.node.isPresent { shadow.lower(self) }
       forget(shadow)
     }
     for shadow in layers.order { shadow.raise(self) }
+  }
+
+  /// Called by a removal: `parents` lost nested entities. Their shadows keep what they show now
+  /// as their value underneath and go: a removal wins over the layers of the aggregates that
+  /// nested the entity.
+  func removalPatched(_ parents: [_AnyNode]) {
+    for parent in parents {
+      guard let shadow = layers.shadows[ObjectIdentifier(parent)] else { continue }
+      shadow.keepAsBase()
+      forget(shadow)
+    }
   }
 
   /// Drops `shadow` and its hold on its entity.
@@ -86,8 +100,8 @@ extension _MapCore {
     outbox.recordsWrites = false
     layers.lastSerial += 1
     let layer = _Layer(serial: layers.lastSerial)
-    // The state of each written node before the layer: its first journal record, or, for a
-    // node the layer wrote bit for bit as it was (which the journal skips), the node as it is.
+    // The state of each written node before the layer: its first journal record (a node the
+    // layer wrote bit for bit as it was has none, and is left alone).
     var firstRecord: [ObjectIdentifier: Int] = [:]
     for index in journal.entries.indices where journal.entries[index].previousMark == 0 {
       firstRecord[ObjectIdentifier(journal.entries[index].node)] = index
@@ -98,25 +112,27 @@ extension _MapCore {
     for node in written where node.isPresent && node.s.flags.contains(.registered) {
       let key = ObjectIdentifier(node)
       guard seen.insert(key).inserted else { continue }
+      // NB: only what the layer changed: an entity stored as it was (say, nested in an
+      // aggregate the layer updated) keeps following what happens underneath.
+      guard let index = firstRecord[key] else { continue }
+      let record = journal.entries[index]
+      guard
+        record.saved < 0 || !record.stamp._isSame(as: node.s.stamp)
+          || node.differs(fromSaved: record.saved, self)
+      else { continue }
       let shadow: _AnyShadow
-      let before: Stamp
       if let existing = layers.shadows[key] {
         shadow = existing
-        before = existing.entries.last?.stamp ?? existing.baseStamp
       } else {
-        let record = firstRecord[key].map { journal.entries[$0] }
-        before = record?.stamp ?? node.s.stamp
-        guard
-          let made = node.makeShadow(saved: record?.saved ?? _JournalEntry.notSaved, stamp: before)
-        else { continue }
+        guard let made = node.makeShadow(saved: record.saved, stamp: record.stamp) else {
+          continue
+        }
         shadow = made
         layers.shadows[key] = made
         layers.order.append(made)
         holdForQuery(node)
       }
-      let now = node.s.stamp
-      let gave = now != before && !(now.isNaN && before.isNaN)
-      shadow.push(layer.serial, given: gave ? now : nil)
+      shadow.push(layer.serial)
       layer.nodes.append(node)
     }
     // A layer's removal is an ordinary removal: the layers below forget the entity.
@@ -126,8 +142,8 @@ extension _MapCore {
     return layer
   }
 
-  /// Ends `layer`, in a write that lowered the shadowed entities: commit writes its values
-  /// underneath, in its order, with the stamps it gave; rollback forgets them, and removes what
+  /// Ends `layer`, in a write that lowered the shadowed entities: commit makes its values the
+  /// values underneath, unless a newer stamp is there; rollback forgets them, and removes what
   /// only it created. The write's end raises what is left.
   func finish(_ layer: _Layer, commit: Bool) {
     guard layer.isPending else { return }
@@ -135,18 +151,14 @@ extension _MapCore {
     layers.pending.removeAll { $0 === layer }
     for node in layer.nodes {
       guard let shadow = layers.shadows[ObjectIdentifier(node)] else { continue }
-      if commit {
-        // NB: the node shows what is underneath now, the layer's value or, if the stamps
-        // refused it, what was there.
-        shadow.writeUnderneath(layer.serial, self)
-        if node.isPresent { shadow.keepAsBase() }
-      }
+      if commit { shadow.commit(layer.serial) }
       shadow.pop(layer.serial)
       if shadow.entries.isEmpty && !shadow.baseExists && node.isPresent {
         forget(shadow)
         remove([node])
       }
     }
+    layer.nodes = []
   }
 
   /// Commits or rolls back `layer` now, or when the write this thread is inside ends.
@@ -168,5 +180,13 @@ extension _MapCore {
   /// Ends the layers whose commit or rollback was asked for inside the write that just ended.
   func endDeferredLayers(_ deferred: [(layer: _Layer, commit: Bool)]) {
     for (layer, commit) in deferred { end(layer, commit: commit) }
+  }
+}
+
+extension Stamp {
+  /// Whether the two are the same stamp, NaN (no stamp) included.
+  @inlinable
+  func _isSame(as other: Stamp) -> Bool {
+    self == other || (isNaN && other.isNaN)
   }
 }
