@@ -3,6 +3,17 @@ import Testing
 
 @testable import Concord
 
+/// A board nesting jobs 1 ("a") and 2 ("b"), held by the returned handle.
+func storeBoardOfTwoJobs(in map: IdentityMap) -> EntityObserver<JobBoard> {
+  map.store(
+    JobBoard(
+      id: 1,
+      jobs: [
+        Job(id: 1, title: "a", isOpen: true, priority: 0),
+        Job(id: 2, title: "b", isOpen: true, priority: 0),
+      ]))
+}
+
 @Suite("Optimistic layers and removal")
 struct OptimisticRemovalTests {
   @Test("a removal from outside wins over every layer")
@@ -38,13 +49,7 @@ struct OptimisticRemovalTests {
   @Test("removal cascades through aggregates as for ordinary writes")
   func removalCascade() {
     let map = IdentityMap()
-    let board = map.store(
-      JobBoard(
-        id: 1,
-        jobs: [
-          Job(id: 1, title: "a", isOpen: true, priority: 0),
-          Job(id: 2, title: "b", isOpen: true, priority: 0),
-        ]))
+    let board = storeBoardOfTwoJobs(in: map)
     let layer = map.optimistic { $0.update(Job.self, id: 2) { $0.title = "mine" } }
     #expect(board.value.jobs.map(\.title) == ["a", "mine"])
     map.remove(Job.self, id: 1)

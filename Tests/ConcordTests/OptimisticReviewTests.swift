@@ -76,13 +76,7 @@ struct OptimisticReviewTests {
   @Test("a nested entity removed from outside does not come back through a layered aggregate")
   func nestedRemoval() {
     let map = IdentityMap()
-    let board = map.store(
-      JobBoard(
-        id: 1,
-        jobs: [
-          Job(id: 1, title: "a", isOpen: true, priority: 0),
-          Job(id: 2, title: "b", isOpen: true, priority: 0),
-        ]))
+    let board = storeBoardOfTwoJobs(in: map)
     let layer = map.optimistic { transaction in
       transaction.update(JobBoard.self, id: 1) { $0.jobs[1].title = "mine" }
     }
