@@ -26,7 +26,7 @@ extension _MapCore {
     let registered = registry.tables.reduce(0) { $0 + $1.count }
     check(
       registered == registry.liveCount, "count is \(registry.liveCount), tables hold \(registered)")
-    check(registry.pendingStarts.isEmpty, "a query or collector was never started")
+    check(registry.pendingStarts.isEmpty, "a query was never started")
     check(
       !layers.isLowered && !outbox.recordsWrites && outbox.written.isEmpty,
       "a write left the optimistic layers lowered")

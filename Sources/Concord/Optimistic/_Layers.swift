@@ -23,8 +23,6 @@ struct _Layers {
   /// The shadowed entities, by node, and in the order they were first shadowed.
   @usableFromInline var shadows: [ObjectIdentifier: _AnyShadow] = [:]
   var order: [_AnyShadow] = []
-  /// The layers not ended yet, oldest first.
-  var pending: [_Layer] = []
   var lastSerial = 0
   /// Whether the write under way lowered the shadowed entities.
   @usableFromInline var isLowered = false

@@ -138,7 +138,6 @@ extension _MapCore {
     // A layer's removal is an ordinary removal: the layers below forget the entity.
     for shadow in layers.order where !shadow.node.isPresent { forget(shadow) }
     commitTransaction(savepoint)
-    layers.pending.append(layer)
     return layer
   }
 
@@ -148,7 +147,6 @@ extension _MapCore {
   func finish(_ layer: _Layer, commit: Bool) {
     guard layer.isPending else { return }
     layer.isPending = false
-    layers.pending.removeAll { $0 === layer }
     for node in layer.nodes {
       guard let shadow = layers.shadows[ObjectIdentifier(node)] else { continue }
       if commit { shadow.commit(layer.serial) }

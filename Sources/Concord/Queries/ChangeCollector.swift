@@ -141,6 +141,4 @@ final class _CollectorSink<T: Identifiable & Sendable>: @unchecked Sendable {
     }
   }
 
-  @usableFromInline
-  var cancelled: Bool { lock.withLock { isCancelled } }
 }

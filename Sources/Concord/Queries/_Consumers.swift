@@ -114,20 +114,16 @@ final class _Consumers<T: Identifiable & Sendable> {
     return made
   }
 
-  /// An indexed query was opened (+1) or closed (-1).
-  @usableFromInline
-  func countIndexedQuery(_ delta: Int, _ core: _MapCore) {
-    counted(delta, core)
-  }
-
   @usableFromInline
   func drop(index: _AnyIndex<T>) {
     indexes.removeAll { $0 === index }
   }
 
-  /// Keeps the counts: the table's consumers and the map's. Without any, the table forgets
-  /// this object, so that writes to `T` skip the feed.
-  private func counted(_ delta: Int, _ core: _MapCore) {
+  /// Keeps the counts when a query or collector is attached (+1) or detached (-1): the
+  /// table's consumers and the map's. Without any, the table forgets this object, so that
+  /// writes to `T` skip the feed.
+  @usableFromInline
+  func counted(_ delta: Int, _ core: _MapCore) {
     count += delta
     core.registry.consumerCount += delta
     if count == 0 { table.consumers = nil }
@@ -247,11 +243,11 @@ final class _Index<T: Identifiable & Sendable, V: Hashable>: _AnyIndex<T> {
   @inlinable
   func open(_ query: _QueryNode<T>, key: V, _ core: _MapCore) {
     queries[key, default: []].append(query)
-    consumers.countIndexedQuery(+1, core)
+    consumers.counted(+1, core)
     query.leaveIndex = { [unowned self, unowned query] core in
       self.queries[key]?.removeAll { $0 === query }
       if self.queries[key]?.isEmpty == true { self.queries[key] = nil }
-      self.consumers.countIndexedQuery(-1, core)
+      self.consumers.counted(-1, core)
       if self.queries.isEmpty { self.consumers.drop(index: self) }
     }
     query.start(with: buckets[key].map { Array($0.values) } ?? [], core)

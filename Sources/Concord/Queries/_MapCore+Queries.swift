@@ -10,8 +10,8 @@ extension _MapCore {
   }
 
   /// Runs `start` now, in a write that has changed nothing yet, or when the current write
-  /// commits, after the change log has fed the consumers already there: a query or collector
-  /// starts from committed state, and never sees a write that was under way when it opened.
+  /// commits, after the change log has fed the consumers already there: a query starts from
+  /// committed state, and never sees a write that was under way when it opened.
   @usableFromInline
   func startNowOrAtCommit(_ start: @escaping () -> Void) {
     if frame.depth == 1 && journal.entries.isEmpty {
@@ -73,8 +73,8 @@ extension _MapCore {
     return sink
   }
 
-  /// Feeds the consumers with the committed write's changes, then starts the queries and
-  /// collectors opened during it.
+  /// Feeds the consumers with the committed write's changes, then starts the queries opened
+  /// during it.
   ///
   /// Filters, comparators and key paths run here, under the lock; see
   /// ``IdentityMap/query(_:filter:sortedBy:)``.

@@ -332,7 +332,7 @@ class _AnyNode {
 
   /// Only for an entity: a shadow for optimistic layers, with the value saved at `saved` as its
   /// value underneath: none when the write created the node (`_JournalEntry.created`), its
-  /// current value when the write did not touch it (`_JournalEntry.notSaved`).
+  /// current value when its record saved none (`_JournalEntry.notSaved`).
   func makeShadow(saved _: Int32, stamp _: Stamp) -> _AnyShadow? { nil }
 }
 

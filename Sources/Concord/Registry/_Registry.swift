@@ -15,10 +15,11 @@ struct _Registry {
   @usableFromInline var aliases: [_AliasID: _AnyNode] = [:]
   /// Registered entity nodes, all types together.
   @usableFromInline var liveCount = 0
-  /// Live queries and collectors, all types together. While there is any, every write goes
-  /// through the journal and saves the values it replaces, which the consumers read.
+  /// Live queries and collectors, all types together. While there is any, writes of the types
+  /// that have some go through the journal and save the values they replace, which the
+  /// consumers read; see `_AnyNode.hasConsumers`.
   @usableFromInline var consumerCount = 0
-  /// Queries and collectors opened in the middle of a write, started when it commits.
+  /// Queries opened in the middle of a write, started when it commits.
   @usableFromInline var pendingStarts: [() -> Void] = []
 
   @usableFromInline init() {}
