@@ -9,10 +9,25 @@ let package = Package(
   products: [
     .library(name: "Concord", targets: ["Concord"]),
     .library(name: "ConcordTesting", targets: ["ConcordTesting"]),
+    .library(name: "ConcordSQLite", targets: ["ConcordSQLite"]),
   ],
   targets: [
     .target(name: "Concord"),
     .target(name: "ConcordTesting", dependencies: ["Concord"]),
+    // The system's SQLite: the SDK's SQLite3 module on Apple platforms, this module map
+    // elsewhere (Debian and Ubuntu: apt install libsqlite3-dev).
+    .systemLibrary(
+      name: "CSQLite",
+      pkgConfig: "sqlite3",
+      providers: [.apt(["libsqlite3-dev"]), .yum(["sqlite-devel"])]
+    ),
+    .target(
+      name: "ConcordSQLite",
+      dependencies: [
+        "Concord",
+        .target(name: "CSQLite", condition: .when(platforms: [.linux, .android, .windows])),
+      ]
+    ),
     .executableTarget(
       name: "ConcordBenchmarks",
       dependencies: ["Concord", "CBenchmarkSupport"],
@@ -20,7 +35,13 @@ let package = Package(
     ),
     .target(name: "CBenchmarkSupport", path: "Benchmarks/CBenchmarkSupport"),
     .executableTarget(name: "ConcordDemo", dependencies: ["Concord"]),
-    .testTarget(name: "ConcordTests", dependencies: ["Concord", "ConcordTesting"]),
+    // Helpers the test targets share: a seeded generator and a locked box.
+    .target(name: "TestSupport", path: "Tests/TestSupport"),
+    .testTarget(
+      name: "ConcordTests", dependencies: ["Concord", "ConcordTesting", "TestSupport"]),
+    .testTarget(
+      name: "ConcordSQLiteTests",
+      dependencies: ["Concord", "ConcordSQLite", "ConcordTesting", "TestSupport"]),
     .testTarget(name: "ReadmeTests", dependencies: ["Concord", "ConcordTesting"]),
     .testTarget(name: "ConcordDemoTests", dependencies: ["ConcordDemo"]),
     .testTarget(name: "ConcordTestingTests", dependencies: ["Concord", "ConcordTesting"]),

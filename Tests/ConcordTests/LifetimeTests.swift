@@ -1,5 +1,6 @@
 import ConcordTesting
 import Foundation
+import TestSupport
 import Testing
 
 @testable import Concord

@@ -1,4 +1,5 @@
 import ConcordTesting
+import TestSupport
 import Testing
 
 @testable import Concord

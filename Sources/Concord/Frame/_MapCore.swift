@@ -49,10 +49,17 @@ final class _MapCore: @unchecked Sendable {
     @exclusivity(unchecked) @usableFromInline var layers = _Layers()
   #endif
 
+  /// Where the persisted types go; see `_Persistence`.
+  @usableFromInline let persistence: _Persistence?
+
   @usableFromInline
-  init(logger: (any IdentityMapLogger)?, retention: RetentionPolicy = .none) {
+  init(
+    logger: (any IdentityMapLogger)?, retention: RetentionPolicy = .none,
+    persistence store: (any PersistentStore)? = nil
+  ) {
     outbox = _Outbox(logger: logger)
     lifetime = _Lifetime(retention: retention)
+    persistence = store.map { _Persistence(store: $0, logger: logger) }
   }
 
   // MARK: Entering and leaving the lock
@@ -133,6 +140,7 @@ final class _MapCore: @unchecked Sendable {
     guard
       !journal.entries.isEmpty || !journal.stashes.isEmpty || lifetime.hasWork || !outbox.isIdle
         || !registry.pendingStarts.isEmpty || layers.isLowered || !layers.deferred.isEmpty
+        || !(persistence?.current.isEmpty ?? true)
     else {
       frame.depth -= 1
       lock.unlock()
@@ -154,6 +162,8 @@ final class _MapCore: @unchecked Sendable {
   /// Publishes the write's changes, settles lifetimes, and forgets the write.
   func commit() {
     if registry.consumerCount > 0 || !registry.pendingStarts.isEmpty { feedConsumers() }
+    // NB: under the lock, so that commits reach the store in commit order.
+    persistence?.handOver()
     publishJournal()
     settleLifetimes()
     #if CONCORD_INTERNAL_CHECKS

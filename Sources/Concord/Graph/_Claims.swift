@@ -28,6 +28,21 @@ enum _Verdict: UInt8 {
   case identical
 }
 
+/// How a pass visits the nested entities of the values it expands.
+@usableFromInline
+enum _VisitMode: UInt8 {
+  /// A write: each occurrence claims its node, created if the map has none.
+  case claiming
+  /// Nested occurrences only link, without claiming: the pass shows a value over the entities
+  /// it nests as they are (see `_MapCore.show(_:in:)`, optimistic layers).
+  case showing
+  /// A value loaded from the store: occurrences of entities in memory only link (memory is
+  /// newer); the others are created and claimed. See `_MapCore.admitLoaded(_:stamp:in:)`.
+  case loading
+  /// No pass: the walk lists the persisted entities missing from memory, to load them first.
+  case probing
+}
+
 /// One write's claim on one node: an occurrence of that entity in the written value.
 @usableFromInline
 struct _Claim {
@@ -79,9 +94,15 @@ struct _Scratch {
   @usableFromInline var mergeFromDepth: Int32 = 0
   /// The last cycle number handed out.
   @usableFromInline var lastCycle = 0
-  /// Whether nested occurrences only link, without claiming: the pass shows a value over the
-  /// entities it nests as they are (see `_MapCore.show(_:in:)`, optimistic layers).
-  @usableFromInline var linkOnly = false
+  /// How nested occurrences are visited; see `_VisitMode`.
+  @usableFromInline var mode = _VisitMode.claiming
+  /// While probing: the loads of the persisted entities found missing from memory.
+  @usableFromInline var loads: [(_MapCore) -> Void] = []
+  /// While loading: the nodes the load created, recorded in the journal as present before the
+  /// write when it ends; see `_MapCore.admitLoaded(_:stamp:in:)`.
+  @usableFromInline var loaded: [_AnyNode] = []
+  /// The entities being loaded, so that a cycle of persisted aggregates loads each once.
+  var loading: Set<_RowKey> = []
 
   @usableFromInline init() {}
 }
@@ -156,10 +177,8 @@ extension _MapCore {
   /// Visits one nested entity of the claim being expanded.
   @inlinable
   func visit<C: Identifiable & Sendable>(_ child: C, position: Int) {
+    guard scratch.mode == .claiming else { return visitSpecially(child, position: position) }
     withTable(C.self) { table in
-      // NB: a value shown over its nested entities never brings back one that left the map:
-      // its occurrence stays a copy, unlinked.
-      if scratch.linkOnly && table.node(child.id) == nil { return }
       table.withNode(for: child) { node, created in
         if created {
           didCreate(node, held: false, journaled: true)
@@ -167,7 +186,6 @@ extension _MapCore {
         }
         scratch.links.append(
           _ChildLink(child: node, accessor: scratch.accessor, position: Int32(position)))
-        guard !scratch.linkOnly else { return }
         let schema = table.schema
         let loses =
           node.s.bits.contains(.offered)
@@ -182,6 +200,39 @@ extension _MapCore {
         } else {
           offer(node, payload: payload, verdict: verdict, stamp: stamp)
         }
+      }
+    }
+  }
+
+  /// Visits one nested entity in the other modes; see `_VisitMode`.
+  @inlinable
+  func visitSpecially<C: Identifiable & Sendable>(_ child: C, position: Int) {
+    withTable(C.self) { table in
+      switch scratch.mode {
+      case .probing:
+        if table.persisted != nil && table.node(child.id) == nil {
+          let id = child.id
+          scratch.loads.append { core in core.loadIfMissing(C.self, id: id) }
+        }
+        for accessor in table.schema.accessors { accessor.forEachChild(child, self) }
+      case .showing:
+        // NB: a value shown over its nested entities never brings back one that left the map:
+        // its occurrence stays a copy, unlinked.
+        guard let node = table.node(child.id) else { return }
+        scratch.links.append(
+          _ChildLink(child: node, accessor: scratch.accessor, position: Int32(position)))
+      case .loading:
+        table.withNode(for: child) { node, created in
+          scratch.links.append(
+            _ChildLink(child: node, accessor: scratch.accessor, position: Int32(position)))
+          guard created else { return }
+          didCreate(node, held: false, journaled: true)
+          mark(node, .fresh)
+          let stamp = table.schema.stamp(of: child, call: nil)
+          offer(node, payload: table.stash.append(child, self), verdict: .accepted, stamp: stamp)
+        }
+      case .claiming:
+        visit(child, position: position)
       }
     }
   }

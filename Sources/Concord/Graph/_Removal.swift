@@ -67,5 +67,6 @@ extension _MapCore {
     for node in Array(registry.aliases.values) where node.holdsAliasValue || !node.s.stamp.isNaN {
       emptyAlias(node)
     }
+    persistRemovingAll()
   }
 }

@@ -13,6 +13,7 @@ extension _MapCore {
     _ value: T, stamp: Stamp?, held: Bool, _ body: (_EntityNode<T>) -> R
   ) -> R {
     withTable(T.self) { table in
+      if table.persisted != nil && table.node(value.id) == nil { load(value.id, into: table) }
       let schema = table.schema
       let own = schema.stamp(of: value, call: stamp)
       guard schema.isLeaf else {
@@ -120,9 +121,13 @@ extension _MapCore {
   func writeTree<V: Sendable>(
     into root: _Node<V>, payload: V, stamp: Stamp?, call: Stamp?, mergeFromDepth: Int32 = 0
   ) -> Bool {
+    let schema = root.schema(self)
+    if registry.persistedTypes > 0 && scratch.mode == .claiming {
+      loadMissing(in: payload, schema: schema)
+    }
     scratch.stamp = call
     scratch.mergeFromDepth = mergeFromDepth
-    let verdict = verdict(root, payload, root.schema(self), stamp: stamp)
+    let verdict = verdict(root, payload, schema, stamp: stamp)
     offer(root, payload: root.stash(self).append(payload, self), verdict: verdict, stamp: stamp)
     runPass()
     return verdict == .accepted
@@ -153,6 +158,7 @@ extension _MapCore {
     _: T.Type, id: T.ID, stamp: Stamp?, _ body: (inout T) -> Void
   ) -> Bool {
     withTable(T.self) { table in
+      if table.persisted != nil && table.node(id) == nil { load(id, into: table) }
       guard let node = table.node(id) else { return false }
       let schema = table.schema
       // NB: a ``Stamped`` value's stamp is only known from the body's result; otherwise a stale

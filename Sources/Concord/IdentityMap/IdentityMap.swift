@@ -119,11 +119,16 @@ public final class IdentityMap: Sendable {
   /// The handle holds the entity alive from now on.
   ///
   /// - Complexity: O(1).
+  /// When `T` is persisted (see ``persist(_:as:)``) and the entity is not in memory, it is read
+  /// from the store.
   @inlinable
   public func find<T: Identifiable & Sendable>(_ type: T.Type, id: T.ID) -> EntityObserver<T>? {
-    _core.read {
+    if let held = _core.read({
       _core.withTable(T.self) { table in table.withNode(id) { _core.holdForHandle($0) } }
-    }.map(_observer)
+    }) {
+      return _observer(held)
+    }
+    return _core.persistence == nil ? nil : _core.findLoading(T.self, id: id).map(_observer)
   }
 
   // MARK: Updating
@@ -161,6 +166,7 @@ public final class IdentityMap: Sendable {
   /// - Complexity: O(the entity's links + ancestors touched).
   public func remove<T: Identifiable & Sendable>(_ type: T.Type, id: T.ID) {
     _core.write {
+      _core.loadIfMissing(T.self, id: id)
       guard let node = _core.registry.table(for: T.self).node(id) else { return }
       _core.remove([node])
     }

@@ -45,6 +45,13 @@ public enum IdentityMapEvent: Hashable, Sendable, CustomStringConvertible {
   case aliasSet(String)
   /// An alias was removed.
   case aliasRemoved(String)
+  /// The map's ``PersistentStore`` failed to read or write; the text says what and why. A
+  /// failed write loses nothing: it is tried again at the next `flush()`, which throws the
+  /// error. Logged from the persistence writer's thread for writes.
+  case persistenceFailed(String)
+  /// A record in the store no longer decodes as its type (the model changed): it was skipped,
+  /// as if the store did not have it. The text is the decoding error.
+  case undecodableRecord(EntityReference, String)
 
   /// One line describing the event.
   public var description: String {
@@ -61,6 +68,10 @@ public enum IdentityMapEvent: Hashable, Sendable, CustomStringConvertible {
       "set alias \"\(name)\""
     case .aliasRemoved(let name):
       "removed alias \"\(name)\""
+    case .persistenceFailed(let text):
+      "persistence failed: \(text)"
+    case .undecodableRecord(let reference, let error):
+      "skipped the stored \(reference), which no longer decodes: \(error)"
     }
   }
 }

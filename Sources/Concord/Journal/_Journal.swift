@@ -89,6 +89,8 @@ struct _Savepoint {
   let events: Int
   /// How many nodes the write had listed as stored into; see `_Outbox.written`.
   let written: Int
+  /// How many changes for the store the write had listed; see `_Persistence.current`.
+  let persisted: Int
 }
 
 extension _MapCore {
@@ -149,7 +151,7 @@ extension _MapCore {
     journal.transactions.append(journal.lastSerial)
     return _Savepoint(
       serial: journal.lastSerial, entries: journal.entries.count, events: outbox.events.count,
-      written: outbox.written.count)
+      written: outbox.written.count, persisted: persistence?.current.count ?? 0)
   }
 
   /// Closes the innermost transaction, keeping its writes. An enclosing transaction can still
@@ -198,6 +200,9 @@ extension _MapCore {
     outbox.events.removeSubrange(savepoint.events...)
     if outbox.written.count > savepoint.written {
       outbox.written.removeSubrange(savepoint.written...)
+    }
+    if let persistence, persistence.current.count > savepoint.persisted {
+      persistence.current.removeSubrange(savepoint.persisted...)
     }
     for list in createdLists { dropChildrenNotPresent(of: list) }
     // NB: cycle numbers are not journaled: the links put back may close cycles again whose

@@ -26,12 +26,12 @@ extension _MapCore {
       if node.hasParents { propagate(from: node) }
       return
     }
-    scratch.linkOnly = true
+    scratch.mode = .showing
     scratch.stamp = nil
     scratch.mergeFromDepth = 1
     offer(node, payload: node.table.stash.append(value, self), verdict: .accepted, stamp: nil)
     runPass()
-    scratch.linkOnly = false
+    scratch.mode = .claiming
   }
 
   // MARK: Writes from outside the layers

@@ -87,7 +87,8 @@ extension _MapCore {
       where journal.entries[index].previousMark == 0 && journal.entries[index].node.hasConsumers {
         guard let kind = committedChange(at: index) else { continue }
         journal.entries[index].node.feedConsumers(
-          kind, saved: journal.entries[index].saved, self)
+          kind, saved: journal.entries[index].saved, stampBefore: journal.entries[index].stamp,
+          self)
       }
     }
     while !registry.pendingStarts.isEmpty {

@@ -312,15 +312,16 @@ class _AnyNode {
 
   // MARK: Consumers of the change log (queries, indexes, collectors)
 
-  /// Whether live queries or collectors read this node's changes: an entity whose type has
-  /// any.
+  /// Whether live queries, collectors or persistence read this node's changes: an entity whose
+  /// type has any, or is persisted.
   @usableFromInline
   var hasConsumers: Bool { false }
 
   /// Tells the live queries and collectors of the node's type what the committed write did to
-  /// it. `saved` is where its journal saved its value from before the write, if it did.
+  /// it, and persists the change when its type is persisted. `saved` is where its journal saved
+  /// its value from before the write, if it did; `stampBefore` is its stamp then.
   @usableFromInline
-  func feedConsumers(_: _ChangeKind, saved _: Int32, _: _MapCore) {}
+  func feedConsumers(_: _ChangeKind, saved _: Int32, stampBefore _: Stamp, _: _MapCore) {}
 
   /// Only for a query node, which nobody holds any more: stops maintaining it and gives back
   /// its holds on its members.

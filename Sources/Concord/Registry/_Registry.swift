@@ -19,6 +19,9 @@ struct _Registry {
   /// that have some go through the journal and save the values they replace, which the
   /// consumers read; see `_AnyNode.hasConsumers`.
   @usableFromInline var consumerCount = 0
+  /// Entity types persisted (each also counts as a consumer). While there is any, a write of
+  /// an aggregate first loads the persisted entities it nests that are not in memory.
+  @usableFromInline var persistedTypes = 0
   /// Queries opened in the middle of a write, started when it commits.
   @usableFromInline var pendingStarts: [() -> Void] = []
 

@@ -38,6 +38,8 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
   @usableFromInline let ops: _EntityOps<T>
   /// The live queries, indexes and collectors of `T`; `nil` while there are none.
   @usableFromInline var consumers: _Consumers<T>?
+  /// How `T` is persisted; `nil` unless ``IdentityMap/persist(_:)`` named it.
+  @usableFromInline var persisted: _Persisted<T>?
   /// The sequence number of the last node created: see `_EntityNode.sequence`.
   @usableFromInline var lastSequence: UInt64 = 0
 
@@ -105,7 +107,7 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
     for slot in slots.values { body(slot.takeUnretainedValue()) }
   }
 
-  override var consumerCount: Int { consumers?.count ?? 0 }
+  override var consumerCount: Int { (consumers?.count ?? 0) + (persisted == nil ? 0 : 1) }
 
   override var queryNodes: [_AnyNode] { consumers?.queryNodes ?? [] }
 
@@ -217,7 +219,7 @@ final class _EntityNode<T: Identifiable & Sendable>: _Node<T> {
     if s.flags.contains(.purged) { table.consumers?.forget(self) }
   }
 
-  override var hasConsumers: Bool { table.consumers != nil }
+  override var hasConsumers: Bool { table.consumers != nil || table.persisted != nil }
 
   override func makeShadow(saved: Int32, stamp: Stamp) -> _AnyShadow? {
     let base: T? =
@@ -229,7 +231,10 @@ final class _EntityNode<T: Identifiable & Sendable>: _Node<T> {
     return _Shadow(node: self, base: base, baseStamp: stamp)
   }
 
-  override func feedConsumers(_ kind: _ChangeKind, saved: Int32, _ core: _MapCore) {
+  override func feedConsumers(
+    _ kind: _ChangeKind, saved: Int32, stampBefore: Stamp, _ core: _MapCore
+  ) {
+    table.persisted?.record(self, kind, stampBefore: stampBefore, core)
     guard let consumers = table.consumers else { return }
     consumers.feed(
       self, kind, old: saved >= 0 ? table.stash.values[Int(saved)] : nil, core)

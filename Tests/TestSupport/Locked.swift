@@ -1,23 +1,23 @@
 import Foundation
 
 /// A value shared with `@Sendable` callbacks, guarded by a lock.
-final class Locked<Value>: @unchecked Sendable {
+public final class Locked<Value>: @unchecked Sendable {
   // NB: @unchecked because `stored` is only touched while holding `lock`.
   private let lock = NSLock()
   private var stored: Value
 
-  init(_ value: Value) {
+  public init(_ value: Value) {
     stored = value
   }
 
-  var value: Value {
+  public var value: Value {
     lock.lock()
     defer { lock.unlock() }
     return stored
   }
 
   @discardableResult
-  func withValue<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+  public func withValue<R>(_ body: (inout Value) throws -> R) rethrows -> R {
     lock.lock()
     defer { lock.unlock() }
     return try body(&stored)
@@ -26,7 +26,7 @@ final class Locked<Value>: @unchecked Sendable {
 
 extension Locked where Value: RangeReplaceableCollection {
   /// Appends one element.
-  func append(_ element: Value.Element) {
+  public func append(_ element: Value.Element) {
     withValue { $0.append(element) }
   }
 }
@@ -34,7 +34,7 @@ extension Locked where Value: RangeReplaceableCollection {
 extension Locked where Value == Int {
   /// Adds one and returns the new value.
   @discardableResult
-  func increment() -> Int {
+  public func increment() -> Int {
     withValue {
       $0 += 1
       return $0

@@ -1,0 +1,79 @@
+extension IdentityMap {
+  /// Creates an empty map that keeps the types you name with ``persist(_:as:)`` in `persistence`,
+  /// so that they survive release and restarts.
+  ///
+  /// ```swift
+  /// let map = IdentityMap(persistence: try SQLiteStore(path: cacheURL.path))
+  /// map.persist(Issue.self)
+  /// map.persist(User.self)
+  /// ```
+  ///
+  /// See <doc:PersistenceAndOffline>.
+  ///
+  /// - Parameters:
+  ///   - logger: Receives what the map does, and the store's failures
+  ///     (``IdentityMapEvent/persistenceFailed(_:)``).
+  ///   - retention: How many released entities stay in memory; see ``RetentionPolicy``.
+  ///   - persistence: The store. Give each store to one map.
+  public convenience init(
+    logger: (any IdentityMapLogger)? = nil, retention: RetentionPolicy = .none,
+    persistence: any PersistentStore
+  ) {
+    self.init(core: _MapCore(logger: logger, retention: retention, persistence: persistence))
+  }
+
+  /// Persists `type` under the name `String(describing: type)`, such as `Issue`.
+  ///
+  /// From now on every committed write of a `T` (insert, update, remove) reaches the store, and
+  /// an entity of `T` that is not in memory counts as stored: `find` reads it from the store,
+  /// and `store`, `update` and `remove` act on it as if it were in memory. Aliases naming
+  /// entities of `T` are persisted too. See ``persist(_:as:)`` to choose the name.
+  ///
+  /// - Precondition: The map was made with a store.
+  public func persist<T: Identifiable & Codable & Sendable>(_ type: T.Type) where T.ID: Codable {
+    persist(type, as: String(describing: type))
+  }
+
+  /// Persists `type` under `kind`, the name of its rows in the store.
+  ///
+  /// The name is what ties the rows to the type across launches: keep it when you rename the
+  /// Swift type, and give two types with the same short name (`Search.Result` and
+  /// `Feed.Result`) different names.
+  ///
+  /// ```swift
+  /// map.persist(GitHubIssue.self, as: "Issue")  // renamed from Issue in 2.0
+  /// ```
+  ///
+  /// Persisting a type again under the same name does nothing.
+  ///
+  /// - Precondition: The map was made with a store; `kind` is not empty, does not start with
+  ///   `@`, and names no other type; `type` is not persisted under another name.
+  public func persist<T: Identifiable & Codable & Sendable>(_ type: T.Type, as kind: String)
+  where T.ID: Codable {
+    _core.write { _core.persist(T.self, kind: kind) }
+  }
+
+  /// Waits until every write committed so far has reached the store, then throws the first
+  /// error the store reported since the last flush, if any.
+  ///
+  /// Writes reach the store on a background writer, in commit order, so a write never waits
+  /// for the disk; call `flush()` where you need them on disk, such as when the app moves to
+  /// the background. A failed write is not lost: it stays readable through the map, is logged
+  /// (``IdentityMapEvent/persistenceFailed(_:)``), and is tried again by the next flush.
+  ///
+  /// Without a store, it does nothing.
+  public func flush() throws {
+    try _core.persistence?.flush()
+  }
+
+  /// Removes every entity and alias, from memory and from the store.
+  ///
+  /// Memory is emptied at once, as ``removeAll()`` does (open handles report `isRemoved`), and
+  /// the store is emptied in one transaction after every write committed before. `reset()`
+  /// waits for it, and throws if the store failed; the wipe is then tried again at the next
+  /// ``flush()``, and meanwhile the map reads nothing from the store.
+  public func reset() throws {
+    _core.write { _core.reset() }
+    try flush()
+  }
+}

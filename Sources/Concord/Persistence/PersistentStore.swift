@@ -1,0 +1,69 @@
+/// Where an ``IdentityMap`` keeps the entities it persists, so that they survive release and
+/// restarts.
+///
+/// You do not implement this to use persistence: `ConcordSQLite`'s `SQLiteStore` is the store
+/// the library ships. Implement it to keep entities somewhere else, or to fake a store in
+/// tests. Give the store to ``IdentityMap/init(logger:retention:persistence:)``, then name the
+/// types to persist with ``IdentityMap/persist(_:)``.
+///
+/// The map calls a store from two places, and never from both at once for the same call:
+///
+/// - ``apply(_:)`` on the map's background writer, one call per group of consecutive commits,
+///   in commit order. The calling thread of a write never waits for it.
+/// - ``record(kind:key:)`` on the thread of a `find` (or a write) that needs an entity not in
+///   memory, while the map's lock is held. Keep it short: a primary-key lookup.
+///
+/// ``encode(_:)`` and ``decode(_:from:)`` run on either. A store must be safe to call from
+/// several threads at once.
+public protocol PersistentStore: AnyObject, Sendable {
+  /// The bytes the store keeps for `value`: an entity, or an entity's id.
+  ///
+  /// Equal ids must encode to equal bytes: they are the rows' keys.
+  func encode<Value: Encodable>(_ value: Value) throws -> [UInt8]
+
+  /// The value that ``encode(_:)`` made `bytes` from.
+  func decode<Value: Decodable>(_ type: Value.Type, from bytes: [UInt8]) throws -> Value
+
+  /// The record of the entity of `kind` (see ``IdentityMap/persist(_:as:)``) whose id
+  /// encodes to `key`, or `nil` if the store has none.
+  func record(kind: String, key: [UInt8]) throws -> PersistentRecord?
+
+  /// The record kept for the alias named `name`, or `nil` if the store has none.
+  func aliasRecord(named name: String) throws -> PersistentRecord?
+
+  /// Applies `changes` in order, all of them or none: one store transaction.
+  func apply(_ changes: [PersistentChange]) throws
+}
+
+/// What a ``PersistentStore`` keeps for one entity or alias: its encoded value and its stamp.
+public struct PersistentRecord: Hashable, Sendable {
+  /// The value, as ``PersistentStore/encode(_:)`` made it. For an alias, the encoded ids of
+  /// the entities it names, as an array.
+  public var payload: [UInt8]
+  /// The stamp the map had recorded for it; `nil` when none.
+  public var stamp: Stamp?
+
+  /// A record of `payload`, stamped `stamp`.
+  public init(payload: [UInt8], stamp: Stamp?) {
+    self.payload = payload
+    self.stamp = stamp
+  }
+}
+
+/// One change a ``PersistentStore`` applies, as part of a group applied all or nothing.
+public enum PersistentChange: Hashable, Sendable {
+  /// Inserts or replaces the record of an entity.
+  case save(kind: String, key: [UInt8], record: PersistentRecord)
+  /// Deletes the record of an entity, if there is one.
+  case delete(kind: String, key: [UInt8])
+  /// Deletes every entity record of a kind (``IdentityMap/removeAll()``).
+  case deleteKind(String)
+  /// Inserts or replaces the record of an alias whose value type has `kind`.
+  case saveAlias(name: String, kind: String, record: PersistentRecord)
+  /// Deletes the record of an alias, if there is one.
+  case deleteAlias(name: String)
+  /// Deletes every alias record whose value type has `kind`.
+  case deleteAliases(kind: String)
+  /// Deletes every record (``IdentityMap/reset()``).
+  case deleteEverything
+}

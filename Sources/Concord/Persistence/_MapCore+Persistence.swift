@@ -1,0 +1,285 @@
+// Persistence in the engine.
+//
+// Writing. A persisted type counts as a consumer of the change log (`_AnyNode.hasConsumers`),
+// so every write of it is journaled, and at commit `feedConsumers()` hands each change to the
+// type's `_Persisted`, which turns it into a `_PersistOp` for the store. Releases are not
+// changes: a released entity stays in the store.
+//
+// Loading. An entity of a persisted type that is not in memory counts as stored: before a write
+// or a `find` reaches for it, `loadIfMissing` reads it (from the changes not yet applied, else
+// from the store) and admits it into memory. Loading is not a write: the nodes it creates are
+// recorded in the journal as present before the write with the value loaded, so the change log
+// says nothing of them unless the write then changes them, and a rollback keeps them.
+//
+// A write of an aggregate first walks its value (`_VisitMode.probing`) for the nested
+// entities of persisted types missing from memory, and loads them, so that the pass compares
+// each occurrence with the stored entity (stamps, merging) as it would in memory.
+
+/// How the map persists entity type `T`, made by ``IdentityMap/persist(_:as:)`` where `T` is
+/// known to be `Codable`.
+@usableFromInline
+final class _Persisted<T: Identifiable & Sendable> {
+  /// The name of `T`'s rows in the store.
+  let kind: String
+  let persistence: _Persistence
+  /// The op saving an entity, stamped.
+  let save: (T, Stamp?) -> _PersistOp
+  /// The op deleting an entity, given its last value.
+  let delete: (T) -> _PersistOp
+  /// The entity `id` as the store has it (the changes not yet applied included), or `nil`.
+  /// Failures are logged to the map's outbox, and read as missing.
+  let read: (T.ID, _MapCore) -> (value: T, stamp: Stamp?)?
+  /// The op saving an alias naming entities of `T`, given their values.
+  let saveAlias: (String, [T], Stamp?) -> _PersistOp
+  /// The ids an alias names, as the store has them, with the alias's stamp.
+  let readAlias: (String, _MapCore) -> (ids: [T.ID], stamp: Stamp?)?
+
+  init(
+    kind: String, persistence: _Persistence, save: @escaping (T, Stamp?) -> _PersistOp,
+    delete: @escaping (T) -> _PersistOp,
+    read: @escaping (T.ID, _MapCore) -> (value: T, stamp: Stamp?)?,
+    saveAlias: @escaping (String, [T], Stamp?) -> _PersistOp,
+    readAlias: @escaping (String, _MapCore) -> (ids: [T.ID], stamp: Stamp?)?
+  ) {
+    self.kind = kind
+    self.persistence = persistence
+    self.save = save
+    self.delete = delete
+    self.read = read
+    self.saveAlias = saveAlias
+    self.readAlias = readAlias
+  }
+
+  /// Persists what the committed write did to `node`.
+  func record(_ node: _EntityNode<T>, _ kind: _ChangeKind, stampBefore: Stamp, _: _MapCore) {
+    let stamp: Stamp? = node.s.stamp.isNaN ? nil : node.s.stamp
+    switch kind {
+    case .inserted, .updated:
+      persistence.current.append(save(node.value, stamp))
+    case .unchanged:
+      // NB: `==` to what was stored (or just loaded), but a newer stamp must reach the store,
+      // or a write older than it would be taken after a restart.
+      if !node.s.stamp._isSame(as: stampBefore) {
+        persistence.current.append(save(node.value, stamp))
+      }
+    case .removed:
+      persistence.current.append(delete(node.value))
+    }
+  }
+}
+
+extension _Persisted where T: Codable, T.ID: Codable {
+  /// The persistence of `T` under `kind`.
+  convenience init(kind: String, persistence: _Persistence) {
+    let aliasKind = "@" + kind
+    self.init(
+      kind: kind, persistence: persistence,
+      save: { value, stamp in
+        _PersistOp(
+          target: .row(_RowKey(kind: kind, id: AnyHashable(value.id))), value: value,
+          stamp: stamp
+        ) { store in
+          .save(
+            kind: kind, key: try store.encode(value.id),
+            record: PersistentRecord(payload: try store.encode(value), stamp: stamp))
+        }
+      },
+      delete: { value in
+        _PersistOp(
+          target: .row(_RowKey(kind: kind, id: AnyHashable(value.id))), value: nil, stamp: nil
+        ) { store in .delete(kind: kind, key: try store.encode(value.id)) }
+      },
+      read: { id, core in
+        let persistence = core.persistence.unsafelyUnwrapped
+        switch persistence.unappliedState(of: _RowKey(kind: kind, id: AnyHashable(id))) {
+        case .saved(let value, let stamp): return (value as! T, stamp)
+        case .deleted: return nil
+        case .unknown: break
+        }
+        let store = persistence.store
+        let record: PersistentRecord?
+        do {
+          record = try store.record(kind: kind, key: store.encode(id))
+        } catch {
+          core.outbox.log { .persistenceFailed("reading \(kind)(\(id)): \(error)") }
+          return nil
+        }
+        guard let record else { return nil }
+        do {
+          return (try store.decode(T.self, from: record.payload), record.stamp)
+        } catch {
+          core.outbox.log { .undecodableRecord(EntityReference(T.self, id: id), "\(error)") }
+          return nil
+        }
+      },
+      saveAlias: { name, values, stamp in
+        _PersistOp(
+          target: .row(_RowKey(kind: aliasKind, id: AnyHashable(name))), value: values,
+          stamp: stamp
+        ) { store in
+          .saveAlias(
+            name: name, kind: kind,
+            record: PersistentRecord(payload: try store.encode(values.map(\.id)), stamp: stamp))
+        }
+      },
+      readAlias: { name, core in
+        let persistence = core.persistence.unsafelyUnwrapped
+        switch persistence.unappliedState(of: _RowKey(kind: aliasKind, id: AnyHashable(name))) {
+        case .saved(let values, let stamp): return ((values as! [T]).map(\.id), stamp)
+        case .deleted: return nil
+        case .unknown: break
+        }
+        let store = persistence.store
+        do {
+          guard let record = try store.aliasRecord(named: name) else { return nil }
+          return (try store.decode([T.ID].self, from: record.payload), record.stamp)
+        } catch {
+          core.outbox.log { .persistenceFailed("reading alias \"\(name)\": \(error)") }
+          return nil
+        }
+      }
+    )
+  }
+}
+
+extension _MapCore {
+  /// Starts persisting `T` under `kind`.
+  func persist<T: Identifiable & Codable & Sendable>(_: T.Type, kind: String) where T.ID: Codable {
+    guard let persistence else {
+      preconditionFailure(
+        "Concord: persist(\(T.self).self) on a map made without a store; make it with "
+          + "IdentityMap(persistence:)")
+    }
+    let type = ObjectIdentifier(T.self)
+    if let named = persistence.kinds[type] {
+      precondition(
+        named == kind,
+        "Concord: \(T.self) is already persisted as \"\(named)\", not \"\(kind)\"")
+      return
+    }
+    precondition(
+      persistence.kindOwners[kind] == nil && !kind.isEmpty && !kind.hasPrefix("@"),
+      "Concord: the store's kind \"\(kind)\" is taken or invalid; name \(T.self) with persist(_:as:)")
+    persistence.kinds[type] = kind
+    persistence.kindOwners[kind] = type
+    let table = registry.table(for: T.self)
+    table.persisted = _Persisted(kind: kind, persistence: persistence)
+    registry.consumerCount += 1
+    registry.persistedTypes += 1
+  }
+
+  /// Brings the entity `id` of `T` into memory from the store, if `T` is persisted, the entity
+  /// is not in memory and the store has it.
+  @inlinable
+  func loadIfMissing<T: Identifiable & Sendable>(_: T.Type, id: T.ID) {
+    withTable(T.self) { table in
+      guard table.persisted != nil, table.node(id) == nil else { return }
+      load(id, into: table)
+    }
+  }
+
+  @usableFromInline
+  func load<T: Identifiable & Sendable>(_ id: T.ID, into table: _Table<T>) {
+    guard let persisted = table.persisted else { return }
+    let key = _RowKey(kind: persisted.kind, id: AnyHashable(id))
+    guard !scratch.loading.contains(key), let (value, stamp) = persisted.read(id, self) else {
+      return
+    }
+    scratch.loading.insert(key)
+    defer { scratch.loading.remove(key) }
+    admitLoaded(value, stamp: stamp, in: table)
+  }
+
+  /// Brings `value`, loaded from the store with `stamp`, into memory, without writing: see the
+  /// top of this file. Its nested entities of persisted types are loaded first; nested
+  /// entities in memory keep their values, and the aggregate shows those.
+  func admitLoaded<T: Identifiable & Sendable>(_ value: T, stamp: Stamp?, in table: _Table<T>) {
+    let schema = table.schema
+    if !schema.isLeaf { loadMissing(in: value, schema: schema) }
+    // NB: a cycle of persisted aggregates may have brought it in, through a nested copy.
+    guard table.node(value.id) == nil else { return }
+    // NB: what the log and the layers would hear of the pass is not a write: dropped.
+    let events = outbox.events.count
+    let written = outbox.written.count
+    let node = table.withNode(for: value) { node, _ in node }
+    didCreate(node, held: false, journaled: false)
+    noteLoaded(node)
+    if let stamp { node.s.stamp = stamp }
+    if !schema.isLeaf {
+      scratch.mode = .loading
+      mark(node, .fresh)
+      writeTree(into: node, payload: value, stamp: nil, call: nil)
+      scratch.mode = .claiming
+    }
+    for loaded in scratch.loaded {
+      journal.entries.append(
+        _JournalEntry(
+          node: loaded, previousMark: 0, level: journal.level, saved: loaded.saveValue(self),
+          stamp: loaded.s.stamp, links: journal.level > 0 ? loaded.children : nil,
+          flags: [.registered], wasPresent: true))
+    }
+    scratch.loaded.removeAll()
+    if outbox.events.count > events { outbox.events.removeSubrange(events...) }
+    if outbox.written.count > written { outbox.written.removeSubrange(written...) }
+  }
+
+  /// Marks a node a load created: no write touches it again at this level, and the load
+  /// records it as present before the write when it ends.
+  @usableFromInline
+  func noteLoaded(_ node: _AnyNode) {
+    node.s.journalMark = journal.mark
+    scratch.loaded.append(node)
+  }
+
+  /// Loads the persisted entities nested in `value`, at any depth, that are not in memory.
+  ///
+  /// - Complexity: O(nested occurrences), plus the loads.
+  @inlinable
+  func loadMissing<V>(in value: V, schema: _Schema<V>) {
+    scratch.mode = .probing
+    for accessor in schema.accessors { accessor.forEachChild(value, self) }
+    scratch.mode = .claiming
+    guard !scratch.loads.isEmpty else { return }
+    let loads = scratch.loads
+    scratch.loads.removeAll()
+    // NB: the caller's pass may have marked its root (fresh); a load's pass clears the marks
+    // it lists, so the caller's are set aside meanwhile.
+    let marked = scratch.marked
+    scratch.marked = []
+    for load in loads { load(self) }
+    scratch.marked = marked
+  }
+
+  /// A handle on the entity `id` of `T`, loaded from the store if it is persisted and not in
+  /// memory.
+  @usableFromInline
+  func findLoading<T: Identifiable & Sendable>(_: T.Type, id: T.ID) -> Unmanaged<_Node<T>>? {
+    write {
+      withTable(T.self) { table in
+        if table.node(id) == nil { load(id, into: table) }
+        return table.withNode(id) { holdForHandle($0) }
+      }
+    }
+  }
+
+  /// Lists, for `removeAll`, the deletion of every persisted type's rows and aliases.
+  func persistRemovingAll() {
+    guard let persistence else { return }
+    for kind in persistence.kindOwners.keys.sorted() {
+      for target in [kind, "@" + kind] {
+        persistence.current.append(
+          _PersistOp(target: .kind(target), value: nil, stamp: nil) { _ in
+            target.hasPrefix("@") ? .deleteAliases(kind: kind) : .deleteKind(kind)
+          })
+      }
+    }
+  }
+
+  /// Empties memory and, after what was committed before, the store; see
+  /// ``IdentityMap/reset()``.
+  func reset() {
+    removeAll()
+    persistence?.current.append(
+      _PersistOp(target: .kind(""), value: nil, stamp: nil) { _ in .deleteEverything })
+  }
+}

@@ -1,0 +1,379 @@
+import Concord
+
+#if canImport(SQLite3)
+  import SQLite3
+#else
+  import CSQLite
+#endif
+
+#if canImport(FoundationEssentials)
+  import FoundationEssentials
+#else
+  import Foundation
+#endif
+
+/// A ``Concord/PersistentStore`` in an SQLite database file, through the system's SQLite.
+///
+/// ```swift
+/// let store = try SQLiteStore(path: cachesDirectory + "/concord.sqlite")
+/// let map = IdentityMap(persistence: store)
+/// map.persist(Issue.self)
+/// ```
+///
+/// The database runs in WAL mode, so the map's reads (on the calling thread) never wait for
+/// its writes (on the map's background writer), each on its own connection. Each group of map
+/// commits is one SQLite transaction: a process killed in the middle of one leaves the file
+/// with all of it or none of it. With `synchronous = NORMAL`, a commit survives the process
+/// crashing; a power loss may take back the last commits, never corrupt the file.
+///
+/// Entities are kept as JSON (`JSONEncoder`, keys sorted), one row per entity keyed by its kind
+/// and its encoded id, with the stamp beside it. An aggregate's row holds its whole value,
+/// nested entities included. The schema's version is in `PRAGMA user_version`.
+public final class SQLiteStore: PersistentStore, @unchecked Sendable {
+  // NB: @unchecked because each connection and its statements are only used under its lock.
+
+  /// The schema version this library writes and reads.
+  public static let schemaVersion: Int32 = 1
+
+  /// Why a store could not be opened or used.
+  public struct Error: Swift.Error, Hashable, Sendable, CustomStringConvertible {
+    /// What went wrong, in general.
+    public enum Kind: Hashable, Sendable {
+      /// The path could not be opened: a missing or unwritable directory, say.
+      case cannotOpen
+      /// The file exists but is not an SQLite database.
+      case notADatabase
+      /// The database was written by a newer version of this library.
+      case newerSchema
+      /// SQLite reported an error while reading or writing.
+      case sqlite
+    }
+
+    /// What went wrong.
+    public let kind: Kind
+    /// SQLite's result code, when SQLite reported the error.
+    public let code: Int32?
+    /// What went wrong, for people.
+    public let message: String
+
+    /// The message.
+    public var description: String { message }
+  }
+
+  /// Where the database is.
+  public let path: String
+  private let writer: _Connection
+  private let reader: _Connection
+
+  /// Opens the database at `path`, creating it (and its schema) if there is none.
+  ///
+  /// - Throws: ``Error`` with kind ``Error/Kind/cannotOpen`` when the path cannot be opened or
+  ///   created, ``Error/Kind/notADatabase`` when the file is not an SQLite database, and
+  ///   ``Error/Kind/newerSchema`` when a newer version of this library wrote it.
+  public init(path: String) throws {
+    self.path = path
+    writer = try _Connection(path: path, create: true)
+    try Self.prepareSchema(writer, path: path)
+    reader = try _Connection(path: path, create: false)
+    try reader.execute("PRAGMA query_only = ON")
+  }
+
+  /// Checks the file, and creates or checks the schema.
+  private static func prepareSchema(_ connection: _Connection, path: String) throws {
+    let version: Int32
+    do {
+      version = try connection.userVersion()
+    } catch let error as Error where error.code == SQLITE_NOTADB {
+      throw Error(
+        kind: .notADatabase, code: error.code,
+        message: "\(path) is not an SQLite database (\(error.message))")
+    }
+    if version > schemaVersion {
+      throw Error(
+        kind: .newerSchema, code: nil,
+        message:
+          "\(path) has schema version \(version); this version of ConcordSQLite reads up to "
+          + "\(schemaVersion). Update the library, or delete the file to start afresh.")
+    }
+    try connection.execute("PRAGMA journal_mode = WAL")
+    try connection.execute("PRAGMA synchronous = NORMAL")
+    guard version < schemaVersion else { return }
+    try connection.transaction {
+      try connection.execute(
+        """
+        CREATE TABLE IF NOT EXISTS entities (
+          kind TEXT NOT NULL, key BLOB NOT NULL, payload BLOB NOT NULL, stamp REAL,
+          PRIMARY KEY (kind, key)) WITHOUT ROWID
+        """)
+      try connection.execute(
+        """
+        CREATE TABLE IF NOT EXISTS aliases (
+          name TEXT NOT NULL PRIMARY KEY, kind TEXT NOT NULL, payload BLOB NOT NULL,
+          stamp REAL) WITHOUT ROWID
+        """)
+      try connection.execute("PRAGMA user_version = \(schemaVersion)")
+    }
+  }
+
+  // MARK: PersistentStore
+
+  /// JSON, keys sorted, so that equal ids make equal keys.
+  public func encode<Value: Encodable>(_ value: Value) throws -> [UInt8] {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys]
+    return Array(try encoder.encode(value))
+  }
+
+  /// Decodes what ``encode(_:)`` made.
+  public func decode<Value: Decodable>(_ type: Value.Type, from bytes: [UInt8]) throws -> Value {
+    try JSONDecoder().decode(type, from: Data(bytes))
+  }
+
+  /// Reads one entity's row, on the reading connection.
+  public func record(kind: String, key: [UInt8]) throws -> PersistentRecord? {
+    try reader.withLock {
+      let statement = try reader.statement(
+        "SELECT payload, stamp FROM entities WHERE kind = ?1 AND key = ?2")
+      defer { statement.finish() }
+      try statement.bind(1, kind)
+      try statement.bind(2, key)
+      return try statement.step() ? statement.record() : nil
+    }
+  }
+
+  /// Reads one alias's row, on the reading connection.
+  public func aliasRecord(named name: String) throws -> PersistentRecord? {
+    try reader.withLock {
+      let statement = try reader.statement("SELECT payload, stamp FROM aliases WHERE name = ?1")
+      defer { statement.finish() }
+      try statement.bind(1, name)
+      return try statement.step() ? statement.record() : nil
+    }
+  }
+
+  /// Applies `changes` in one transaction, on the writing connection.
+  public func apply(_ changes: [PersistentChange]) throws {
+    guard !changes.isEmpty else { return }
+    try writer.withLock {
+      try writer.transaction {
+        for change in changes { try apply(change) }
+      }
+    }
+  }
+
+  private func apply(_ change: PersistentChange) throws {
+    switch change {
+    case .save(let kind, let key, let record):
+      let statement = try writer.statement(
+        "INSERT OR REPLACE INTO entities (kind, key, payload, stamp) VALUES (?1, ?2, ?3, ?4)")
+      try statement.bind(1, kind)
+      try statement.bind(2, key)
+      try statement.bind(3, record.payload)
+      try statement.bind(4, record.stamp)
+      try statement.run()
+    case .delete(let kind, let key):
+      let statement = try writer.statement("DELETE FROM entities WHERE kind = ?1 AND key = ?2")
+      try statement.bind(1, kind)
+      try statement.bind(2, key)
+      try statement.run()
+    case .deleteKind(let kind):
+      let statement = try writer.statement("DELETE FROM entities WHERE kind = ?1")
+      try statement.bind(1, kind)
+      try statement.run()
+    case .saveAlias(let name, let kind, let record):
+      let statement = try writer.statement(
+        "INSERT OR REPLACE INTO aliases (name, kind, payload, stamp) VALUES (?1, ?2, ?3, ?4)")
+      try statement.bind(1, name)
+      try statement.bind(2, kind)
+      try statement.bind(3, record.payload)
+      try statement.bind(4, record.stamp)
+      try statement.run()
+    case .deleteAlias(let name):
+      let statement = try writer.statement("DELETE FROM aliases WHERE name = ?1")
+      try statement.bind(1, name)
+      try statement.run()
+    case .deleteAliases(let kind):
+      let statement = try writer.statement("DELETE FROM aliases WHERE kind = ?1")
+      try statement.bind(1, kind)
+      try statement.run()
+    case .deleteEverything:
+      try writer.execute("DELETE FROM entities")
+      try writer.execute("DELETE FROM aliases")
+    }
+  }
+
+  // MARK: Inspection
+
+  /// How many entity rows the database holds, all kinds together, or of `kind` only.
+  ///
+  /// For tests and diagnostics: it reads what has been written, so ``IdentityMap/flush()``
+  /// first.
+  public func rowCount(kind: String? = nil) throws -> Int {
+    try reader.withLock {
+      let statement: _Statement
+      if let kind {
+        statement = try reader.statement("SELECT count(*) FROM entities WHERE kind = ?1")
+        try statement.bind(1, kind)
+      } else {
+        statement = try reader.statement("SELECT count(*) FROM entities")
+      }
+      defer { statement.finish() }
+      _ = try statement.step()
+      return Int(sqlite3_column_int64(statement.handle, 0))
+    }
+  }
+}
+
+// MARK: - Connections
+
+/// One SQLite connection, its cached statements and its lock.
+final class _Connection {
+  let lock = Lock()
+  private(set) var handle: OpaquePointer?
+  private var statements: [String: _Statement] = [:]
+
+  init(path: String, create: Bool) throws {
+    let flags =
+      SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0)
+    let status = sqlite3_open_v2(path, &handle, flags, nil)
+    guard status == SQLITE_OK else {
+      let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+      sqlite3_close_v2(handle)
+      handle = nil
+      throw SQLiteStore.Error(
+        kind: .cannotOpen, code: status, message: "cannot open \(path): \(message)")
+    }
+    sqlite3_busy_timeout(handle, 5_000)
+    sqlite3_extended_result_codes(handle, 0)
+  }
+
+  deinit {
+    statements.removeAll()
+    sqlite3_close_v2(handle)
+  }
+
+  func withLock<R>(_ body: () throws -> R) rethrows -> R {
+    lock.lock()
+    defer { lock.unlock() }
+    return try body()
+  }
+
+  /// The error SQLite reports for `status`.
+  func error(_ status: Int32) -> SQLiteStore.Error {
+    let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "SQLite error"
+    return SQLiteStore.Error(kind: .sqlite, code: status, message: message)
+  }
+
+  func check(_ status: Int32) throws {
+    guard status == SQLITE_OK else { throw error(status) }
+  }
+
+  func execute(_ sql: String) throws {
+    try check(sqlite3_exec(handle, sql, nil, nil, nil))
+  }
+
+  /// The statement for `sql`, prepared once and reused. NB: reset after each use (`finish`),
+  /// not before: a statement left on a row keeps its read transaction open, and in WAL mode
+  /// that pins the connection to an old snapshot.
+  func statement(_ sql: String) throws -> _Statement {
+    if let cached = statements[sql] { return cached }
+    var handle: OpaquePointer?
+    try check(sqlite3_prepare_v2(self.handle, sql, -1, &handle, nil))
+    let statement = _Statement(handle: handle, connection: self)
+    statements[sql] = statement
+    return statement
+  }
+
+  func userVersion() throws -> Int32 {
+    let statement = try statement("PRAGMA user_version")
+    defer { statement.finish() }
+    _ = try statement.step()
+    return sqlite3_column_int(statement.handle, 0)
+  }
+
+  /// Runs `body` in a transaction, committed if it returns, rolled back if it throws.
+  func transaction(_ body: () throws -> Void) throws {
+    try execute("BEGIN IMMEDIATE")
+    do {
+      try body()
+      try execute("COMMIT")
+    } catch {
+      sqlite3_exec(handle, "ROLLBACK", nil, nil, nil)
+      throw error
+    }
+  }
+}
+
+/// A prepared statement of a `_Connection`.
+final class _Statement {
+  let handle: OpaquePointer?
+  unowned let connection: _Connection
+
+  init(handle: OpaquePointer?, connection: _Connection) {
+    self.handle = handle
+    self.connection = connection
+  }
+
+  deinit {
+    sqlite3_finalize(handle)
+  }
+
+  func bind(_ index: Int32, _ text: String) throws {
+    try connection.check(sqlite3_bind_text(handle, index, text, -1, _transient))
+  }
+
+  func bind(_ index: Int32, _ bytes: [UInt8]) throws {
+    let status = bytes.withUnsafeBytes {
+      sqlite3_bind_blob(handle, index, $0.baseAddress, Int32($0.count), _transient)
+    }
+    try connection.check(status)
+  }
+
+  func bind(_ index: Int32, _ stamp: Stamp?) throws {
+    let status =
+      if let stamp, !stamp.isNaN {
+        sqlite3_bind_double(handle, index, stamp)
+      } else {
+        sqlite3_bind_null(handle, index)
+      }
+    try connection.check(status)
+  }
+
+  /// Steps once: `true` with a row, `false` when done.
+  func step() throws -> Bool {
+    switch sqlite3_step(handle) {
+    case SQLITE_ROW: return true
+    case SQLITE_DONE: return false
+    case let status: throw connection.error(status)
+    }
+  }
+
+  /// Runs a statement that returns no row.
+  func run() throws {
+    defer { finish() }
+    _ = try step()
+  }
+
+  /// Ends the statement's run and clears its bindings, for its next use.
+  func finish() {
+    sqlite3_reset(handle)
+    sqlite3_clear_bindings(handle)
+  }
+
+  /// The current row as a record: the payload in column 0, the stamp in column 1.
+  func record() -> PersistentRecord {
+    let count = Int(sqlite3_column_bytes(handle, 0))
+    let payload =
+      if count > 0, let bytes = sqlite3_column_blob(handle, 0) {
+        Array(UnsafeRawBufferPointer(start: bytes, count: count))
+      } else {
+        [UInt8]()
+      }
+    let stamp: Stamp? =
+      sqlite3_column_type(handle, 1) == SQLITE_NULL ? nil : sqlite3_column_double(handle, 1)
+    return PersistentRecord(payload: payload, stamp: stamp)
+  }
+}
+
+/// SQLite's `SQLITE_TRANSIENT`: it copies what is bound.
+private let _transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)

@@ -1,0 +1,90 @@
+import Concord
+import ConcordSQLite
+import Foundation
+
+// api.github.com's shapes, trimmed: an issue nests stub users (no name, no updated_at), its
+// labels and its milestone, and is stamped by its own `updated_at`; the full profile has it all.
+
+struct User: Mergeable, Stamped, Codable, Equatable {
+  var id: Int
+  var login: String
+  var name: String?
+  var updatedAt: Double?
+
+  var stamp: Stamp? { updatedAt }
+
+  static func merge(_ incoming: User, into stored: User) -> User {
+    incoming.keepingStoredValues(of: stored, whereNil: \.name, \.updatedAt)
+  }
+
+  static func stub(_ id: Int) -> User { User(id: id, login: "user\(id)") }
+}
+
+struct Label: Identifiable, Codable, Sendable, Equatable {
+  var id: Int
+  var name: String
+}
+
+struct Milestone: Identifiable, Codable, Sendable, Equatable {
+  var id: Int
+  var title: String
+}
+
+struct Issue: Aggregate, Stamped, Codable, Equatable {
+  var id: Int
+  var title: String
+  var updatedAt: Double
+  var user: User
+  var labels: [Label]
+  var milestone: Milestone?
+
+  var stamp: Stamp? { updatedAt }
+
+  static var nestedEntities: [NestedEntity<Issue>] {
+    [.init(\.user), .init(\.labels), .init(\.milestone)]
+  }
+
+  /// Issue `id`, by user `userID`, with labels and a milestone.
+  static func make(_ id: Int, title: String? = nil, at stamp: Double = 1, userID: Int = 7)
+    -> Issue
+  {
+    Issue(
+      id: id, title: title ?? "Issue \(id)", updatedAt: stamp, user: .stub(userID),
+      labels: [Label(id: 1, name: "bug"), Label(id: id % 3 + 2, name: "area \(id % 3)")],
+      milestone: id.isMultiple(of: 2) ? Milestone(id: 5, title: "Wave 2") : nil)
+  }
+}
+
+/// A plain entity with a String id.
+struct Note: Identifiable, Codable, Sendable, Equatable {
+  var id: String
+  var text: String
+}
+
+/// A fresh directory for one test's databases, removed when the value goes.
+final class TemporaryDirectory: Sendable {
+  let path: String
+
+  init() {
+    path = NSTemporaryDirectory() + "concord-\(UUID().uuidString)"
+    try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+  }
+
+  deinit {
+    try? FileManager.default.removeItem(atPath: path)
+  }
+
+  /// A database path in the directory.
+  var database: String { path + "/cache.sqlite" }
+}
+
+/// A map persisting the fixtures' types in `path`: what an app makes at launch.
+func launch(_ path: String, logger: (any IdentityMapLogger)? = nil) throws -> IdentityMap {
+  let map = IdentityMap(logger: logger, persistence: try SQLiteStore(path: path))
+  map.persist(Issue.self)
+  map.persist(User.self)
+  map.persist(Label.self)
+  map.persist(Milestone.self)
+  map.persist(Note.self)
+  return map
+}
