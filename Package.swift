@@ -41,7 +41,10 @@ let package = Package(
       name: "ConcordTests", dependencies: ["Concord", "ConcordTesting", "TestSupport"]),
     .testTarget(
       name: "ConcordSQLiteTests",
-      dependencies: ["Concord", "ConcordSQLite", "ConcordTesting", "TestSupport"]),
+      dependencies: [
+        "Concord", "ConcordSQLite", "ConcordTesting", "TestSupport",
+        .target(name: "CSQLite", condition: .when(platforms: [.linux, .android, .windows])),
+      ]),
     .testTarget(name: "ReadmeTests", dependencies: ["Concord", "ConcordTesting"]),
     .testTarget(name: "ConcordDemoTests", dependencies: ["ConcordDemo"]),
     .testTarget(name: "ConcordTestingTests", dependencies: ["Concord", "ConcordTesting"]),

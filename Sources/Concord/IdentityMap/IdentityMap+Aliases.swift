@@ -19,7 +19,8 @@ extension IdentityMap {
   ) -> EntityObserver<T?> {
     _observer(
       _core.write {
-        _core.holdForHandle(
+        _core.prepareAlias(key._id, T.self, list: false)
+        return _core.holdForHandle(
           _core.setAlias(key._id, to: entity, schema: .alias(of: T.self), stamp: modifiedAt))
       })
   }
@@ -36,7 +37,8 @@ extension IdentityMap {
   ) -> EntityObserver<[T]?> {
     _observer(
       _core.write {
-        _core.holdForHandle(
+        _core.prepareAlias(key._id, T.self, list: true)
+        return _core.holdForHandle(
           _core.setAlias(key._id, to: entities, schema: .aliasList(of: T.self), stamp: modifiedAt))
       })
   }
@@ -49,7 +51,8 @@ extension IdentityMap {
   {
     _observer(
       _core.write {
-        _core.holdForHandle(
+        _core.prepareAlias(key._id, T.self, list: false)
+        return _core.holdForHandle(
           _core.setAlias(key._id, to: aggregate, schema: .alias(of: T.self), stamp: modifiedAt))
       })
   }
@@ -61,7 +64,8 @@ extension IdentityMap {
   ) -> EntityObserver<[T]?> {
     _observer(
       _core.write {
-        _core.holdForHandle(
+        _core.prepareAlias(key._id, T.self, list: true)
+        return _core.holdForHandle(
           _core.setAlias(
             key._id, to: aggregates, schema: .aliasList(of: T.self), stamp: modifiedAt))
       })
@@ -77,14 +81,28 @@ extension IdentityMap {
   /// ```
   @inlinable
   public func find<T: Identifiable & Sendable>(named key: AliasKey<T>) -> EntityObserver<T?> {
-    _observer(
+    if _core.persistence != nil {
+      return _observer(
+        _core.write {
+          _core.prepareAlias(key._id, T.self, list: false)
+          return _core.holdForHandle(_core.aliasNode(key._id, schema: .alias(of: T.self)))
+        })
+    }
+    return _observer(
       _core.read { _core.holdForHandle(_core.aliasNode(key._id, schema: .alias(of: T.self))) })
   }
 
   /// A handle on a collection alias, set or not. Its value is `nil` until the alias is set.
   @inlinable
   public func find<T: Identifiable & Sendable>(named key: AliasKey<[T]>) -> EntityObserver<[T]?> {
-    _observer(
+    if _core.persistence != nil {
+      return _observer(
+        _core.write {
+          _core.prepareAlias(key._id, T.self, list: true)
+          return _core.holdForHandle(_core.aliasNode(key._id, schema: .aliasList(of: T.self)))
+        })
+    }
+    return _observer(
       _core.read {
         _core.holdForHandle(_core.aliasNode(key._id, schema: .aliasList(of: T.self)))
       })
@@ -102,7 +120,10 @@ extension IdentityMap {
   public func update<T: Identifiable & Sendable>(
     named key: AliasKey<T>, modifiedAt: Stamp? = nil, _ body: (inout T) -> Void
   ) -> Bool {
-    _core.write { _core.updateAlias(key._id, stamp: modifiedAt, body) }
+    _core.write {
+      _core.prepareAlias(key._id, T.self, list: false)
+      return _core.updateAlias(key._id, stamp: modifiedAt, body)
+    }
   }
 
   /// Reads, modifies and writes back the entities of a collection alias, atomically.
@@ -115,7 +136,10 @@ extension IdentityMap {
   public func update<T: Identifiable & Sendable>(
     named key: AliasKey<[T]>, modifiedAt: Stamp? = nil, _ body: (inout [T]) -> Void
   ) -> Bool {
-    _core.write { _core.updateAlias(key._id, stamp: modifiedAt, body) }
+    _core.write {
+      _core.prepareAlias(key._id, T.self, list: true)
+      return _core.updateAlias(key._id, stamp: modifiedAt, body)
+    }
   }
 
   /// Empties an alias: its handles see `nil`, and what it held is released if nothing else
@@ -123,6 +147,9 @@ extension IdentityMap {
   /// nothing.
   @inlinable
   public func removeAlias<T>(named key: AliasKey<T>) {
-    _core.write { _core.removeAlias(key._id) }
+    _core.write {
+      if _core.registry.aliases[key._id] == nil { _core.persistRemovingAlias(key.name) }
+      _core.removeAlias(key._id)
+    }
   }
 }

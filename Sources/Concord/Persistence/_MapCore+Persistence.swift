@@ -31,6 +31,8 @@ final class _Persisted<T: Identifiable & Sendable> {
   let read: (T.ID, _MapCore) -> (value: T, stamp: Stamp?)?
   /// The op saving an alias naming entities of `T`, given their values.
   let saveAlias: (String, [T], Stamp?) -> _PersistOp
+  /// The op deleting an alias.
+  var deleteAlias: (String) -> _PersistOp { { name in _Persisted.deletingAlias(name) } }
   /// The ids an alias names, as the store has them, with the alias's stamp.
   let readAlias: (String, _MapCore) -> (ids: [T.ID], stamp: Stamp?)?
 
@@ -68,10 +70,18 @@ final class _Persisted<T: Identifiable & Sendable> {
   }
 }
 
+extension _Persisted {
+  /// The op deleting the alias `name`, whatever its type.
+  static func deletingAlias(_ name: String) -> _PersistOp {
+    _PersistOp(target: .row(_RowKey(kind: "@", id: AnyHashable(name))), value: nil, stamp: nil) {
+      _ in .deleteAlias(name: name)
+    }
+  }
+}
+
 extension _Persisted where T: Codable, T.ID: Codable {
   /// The persistence of `T` under `kind`.
   convenience init(kind: String, persistence: _Persistence) {
-    let aliasKind = "@" + kind
     self.init(
       kind: kind, persistence: persistence,
       save: { value, stamp in
@@ -114,7 +124,7 @@ extension _Persisted where T: Codable, T.ID: Codable {
       },
       saveAlias: { name, values, stamp in
         _PersistOp(
-          target: .row(_RowKey(kind: aliasKind, id: AnyHashable(name))), value: values,
+          target: .row(_RowKey(kind: "@", id: AnyHashable(name))), value: values,
           stamp: stamp
         ) { store in
           .saveAlias(
@@ -124,7 +134,7 @@ extension _Persisted where T: Codable, T.ID: Codable {
       },
       readAlias: { name, core in
         let persistence = core.persistence.unsafelyUnwrapped
-        switch persistence.unappliedState(of: _RowKey(kind: aliasKind, id: AnyHashable(name))) {
+        switch persistence.unappliedState(of: _RowKey(kind: "@", id: AnyHashable(name))) {
         case .saved(let values, let stamp): return ((values as! [T]).map(\.id), stamp)
         case .deleted: return nil
         case .unknown: break
@@ -211,16 +221,23 @@ extension _MapCore {
       writeTree(into: node, payload: value, stamp: nil, call: nil)
       scratch.mode = .claiming
     }
+    recordLoaded()
+    if outbox.events.count > events { outbox.events.removeSubrange(events...) }
+    if outbox.written.count > written { outbox.written.removeSubrange(written...) }
+  }
+
+  /// Records the nodes the load created in the journal, as present before the write with the
+  /// values and stamps they were loaded with.
+  func recordLoaded() {
     for loaded in scratch.loaded {
       journal.entries.append(
         _JournalEntry(
           node: loaded, previousMark: 0, level: journal.level, saved: loaded.saveValue(self),
           stamp: loaded.s.stamp, links: journal.level > 0 ? loaded.children : nil,
-          flags: [.registered], wasPresent: true))
+          flags: loaded.s.flags.intersection([.registered, .removed, .anchored]),
+          wasPresent: true))
     }
     scratch.loaded.removeAll()
-    if outbox.events.count > events { outbox.events.removeSubrange(events...) }
-    if outbox.written.count > written { outbox.written.removeSubrange(written...) }
   }
 
   /// Marks a node a load created: no write touches it again at this level, and the load
@@ -266,12 +283,12 @@ extension _MapCore {
   func persistRemovingAll() {
     guard let persistence else { return }
     for kind in persistence.kindOwners.keys.sorted() {
-      for target in [kind, "@" + kind] {
-        persistence.current.append(
-          _PersistOp(target: .kind(target), value: nil, stamp: nil) { _ in
-            target.hasPrefix("@") ? .deleteAliases(kind: kind) : .deleteKind(kind)
-          })
-      }
+      persistence.current.append(
+        _PersistOp(target: .kind(kind), value: nil, stamp: nil) { _ in .deleteKind(kind) })
+      // NB: the aliases of every kind are under the one row kind "@": together they are every
+      // alias the store has, and `removeAll` empties every alias.
+      persistence.current.append(
+        _PersistOp(target: .kind("@"), value: nil, stamp: nil) { _ in .deleteAliases(kind: kind) })
     }
   }
 
@@ -282,4 +299,67 @@ extension _MapCore {
     persistence?.current.append(
       _PersistOp(target: .kind(""), value: nil, stamp: nil) { _ in .deleteEverything })
   }
+}
+
+// MARK: - Aliases
+
+extension _MapCore {
+  /// Readies the alias `id`, whose value is a `T` (or, with `list`, an array of them), for
+  /// persistence when `T` is persisted: its slot persists its changes from now on, and the first
+  /// time, loads the value the store has for it.
+  @inlinable
+  func prepareAlias<T: Identifiable & Sendable>(_ id: _AliasID, _: T.Type, list: Bool) {
+    guard registry.persistedTypes > 0 else { return }
+    withTable(T.self) { table in
+      guard let persisted = table.persisted else { return }
+      if list {
+        prepare(aliasNode(id, schema: .aliasList(of: T.self)), persisted, values: { $0 }) { $0 }
+      } else {
+        prepare(aliasNode(id, schema: .alias(of: T.self)), persisted, values: { [$0] }) {
+          $0.first
+        }
+      }
+    }
+  }
+
+  /// See `prepareAlias(_:_:list:)`: `values` lists the entities of an alias value, `make`
+  /// makes one from entities.
+  @usableFromInline
+  func prepare<T: Identifiable & Sendable, Wrapped: Sendable>(
+    _ node: _AliasNode<Wrapped>, _ persisted: _Persisted<T>,
+    values: @escaping @Sendable (Wrapped) -> [T], make: ([T]) -> Wrapped?
+  ) {
+    guard node.persist == nil else { return }
+    let name = node.id.name
+    node.persist = { node in
+      guard let value = node.value else { return persisted.deleteAlias(name) }
+      return persisted.saveAlias(name, values(value), node.s.stamp.isNaN ? nil : node.s.stamp)
+    }
+    noteHoldDropped(node)
+    guard !node.holdsAliasValue, let (ids, stamp) = persisted.readAlias(name, self) else { return }
+    for id in ids { loadIfMissing(T.self, id: id) }
+    let table = registry.table(for: T.self)
+    guard let value = make(ids.compactMap { table.node($0)?.value }) else { return }
+    let events = outbox.events.count
+    noteLoaded(node)
+    if let stamp { node.s.stamp = stamp }
+    scratch.mode = .loading
+    writeTree(into: node, payload: value, stamp: nil, call: nil)
+    scratch.mode = .claiming
+    recordLoaded()
+    if outbox.events.count > events { outbox.events.removeSubrange(events...) }
+  }
+
+  /// Lists the deletion of the alias `name` when it is not in memory: it may be in the store.
+  @usableFromInline
+  func persistRemovingAlias(_ name: String) {
+    guard registry.persistedTypes > 0, let persistence else { return }
+    persistence.current.append(_Persisted<_NoEntity>.deletingAlias(name))
+  }
+}
+
+/// A type to name `_Persisted`'s static members by.
+@usableFromInline
+struct _NoEntity: Identifiable, Sendable {
+  @usableFromInline var id: Int
 }

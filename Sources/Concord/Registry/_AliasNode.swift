@@ -4,6 +4,9 @@ final class _AliasNode<Wrapped: Sendable>: _Node<Wrapped?> {
   @usableFromInline let id: _AliasID
   let aliasSchema: _Schema<Wrapped?>
   let stashed = _Stash<Wrapped?>()
+  /// The op that persists the slot's value, when its entity type is persisted; see
+  /// `_MapCore.prepareAlias(_:_:list:)`.
+  var persist: ((_AliasNode<Wrapped>) -> _PersistOp)?
 
   @usableFromInline
   init(id: _AliasID, schema: _Schema<Wrapped?>) {
@@ -24,6 +27,17 @@ final class _AliasNode<Wrapped: Sendable>: _Node<Wrapped?> {
   override var aliasName: String? { id.name }
 
   override func clearAliasValue() { value = nil }
+
+  override var hasConsumers: Bool { persist != nil }
+
+  override func feedConsumers(
+    _ kind: _ChangeKind, saved _: Int32, stampBefore: Stamp, _ core: _MapCore
+  ) {
+    guard let persist, let persistence = core.persistence else { return }
+    if kind != .unchanged || !s.stamp._isSame(as: stampBefore) {
+      persistence.current.append(persist(self))
+    }
+  }
 
   override func unregister(from core: _MapCore) {
     if core.registry.aliases[id] === self {

@@ -1,0 +1,155 @@
+import Concord
+import ConcordTesting
+import Foundation
+import TestSupport
+import Testing
+
+@testable import ConcordSQLite
+
+#if canImport(SQLite3)
+  import SQLite3
+#else
+  import CSQLite
+#endif
+
+@Suite("Persistence faults: crashes mid-commit, bad files, bad paths, newer schemas, failing stores")
+struct PersistenceFaultTests {
+  @Test("A process killed in the middle of a large commit leaves all of it or none of it")
+  func crashMidCommitIsAllOrNothing() async throws {
+    let directory = TemporaryDirectory()
+    let path = directory.database
+    await #expect(processExitsWith: .failure) { [path = path as String] in
+      let store = try SQLiteStore(path: path, abortingAfter: 600)
+      let map = IdentityMap(persistence: store)
+      map.persist(Note.self)
+      _ = map.store((0..<100).map { Note(id: "n\($0)", text: "before") })
+      try map.flush()
+      // One commit of 1,000 changes; the store dies after writing 600 of them.
+      _ = map.store((0..<1_000).map { Note(id: "n\($0)", text: "during") })
+      try map.flush()
+    }
+    let store = try SQLiteStore(path: path)
+    #expect(try store.rowCount() == 100)
+    let map = IdentityMap(persistence: store)
+    map.persist(Note.self)
+    for index in 0..<100 {
+      #expect(map.find(Note.self, id: "n\(index)")?.value.text == "before")
+    }
+    #expect(map.find(Note.self, id: "n500") == nil)
+  }
+
+  @Test("A file that is not a database is a clear error")
+  func notADatabase() throws {
+    let directory = TemporaryDirectory()
+    try Data("this is a text file, not a database\n".utf8).write(
+      to: URL(fileURLWithPath: directory.database))
+    let error = #expect(throws: SQLiteStore.Error.self) {
+      try SQLiteStore(path: directory.database)
+    }
+    #expect(error?.kind == .notADatabase)
+    #expect(error?.description.contains("not an SQLite database") == true)
+  }
+
+  @Test("A missing directory, or a path under a file, is a clear error")
+  func pathsThatCannotBeOpened() throws {
+    let directory = TemporaryDirectory()
+    let missing = #expect(throws: SQLiteStore.Error.self) {
+      try SQLiteStore(path: directory.path + "/no/such/directory/cache.sqlite")
+    }
+    #expect(missing?.kind == .cannotOpen)
+    // NB: a file as the parent directory: unwritable even for root, which CI runs as.
+    let file = directory.path + "/plain-file"
+    try Data().write(to: URL(fileURLWithPath: file))
+    let underFile = #expect(throws: SQLiteStore.Error.self) {
+      try SQLiteStore(path: file + "/cache.sqlite")
+    }
+    #expect(underFile?.kind == .cannotOpen)
+  }
+
+  @Test("A database from a newer version of the library is refused, and left as it is")
+  func newerSchemaVersion() throws {
+    let directory = TemporaryDirectory()
+    _ = try SQLiteStore(path: directory.database)
+    var handle: OpaquePointer?
+    #expect(sqlite3_open(directory.database, &handle) == SQLITE_OK)
+    #expect(sqlite3_exec(handle, "PRAGMA user_version = 99", nil, nil, nil) == SQLITE_OK)
+    sqlite3_close(handle)
+    let error = #expect(throws: SQLiteStore.Error.self) {
+      try SQLiteStore(path: directory.database)
+    }
+    #expect(error?.kind == .newerSchema)
+    #expect(error?.description.contains("schema version 99") == true)
+  }
+
+  @Test("The schema version is recorded in user_version")
+  func schemaVersionIsRecorded() throws {
+    let directory = TemporaryDirectory()
+    _ = try SQLiteStore(path: directory.database)
+    var handle: OpaquePointer?
+    var statement: OpaquePointer?
+    sqlite3_open(directory.database, &handle)
+    sqlite3_prepare_v2(handle, "PRAGMA user_version", -1, &statement, nil)
+    #expect(sqlite3_step(statement) == SQLITE_ROW)
+    #expect(sqlite3_column_int(statement, 0) == SQLiteStore.schemaVersion)
+    sqlite3_finalize(statement)
+    sqlite3_prepare_v2(handle, "PRAGMA journal_mode", -1, &statement, nil)
+    #expect(sqlite3_step(statement) == SQLITE_ROW)
+    #expect(String(cString: sqlite3_column_text(statement, 0)) == "wal")
+    sqlite3_finalize(statement)
+    sqlite3_close(handle)
+  }
+
+  @Test("A failed write loses nothing: it is logged, readable, thrown once per flush, retried")
+  func failedWritesAreKept() throws {
+    let store = FlakyStore()
+    let logger = RecordingLogger()
+    let map = IdentityMap(logger: logger, persistence: store)
+    map.persist(Note.self)
+    _ = map.store(Note(id: "a", text: "kept"))
+    #expect(throws: FlakyStore.Failure.self) { try map.flush() }
+    // Released and unwritten, it is still there.
+    #expect(map.find(Note.self, id: "a")?.value.text == "kept")
+    let failures = logger.events.filter {
+      if case .persistenceFailed = $0 { return true }
+      return false
+    }
+    // One per attempt: the writer's, then the flush's retry.
+    #expect(failures.count == 2)
+    // The next flush tries again; with the store back, it succeeds and throws nothing.
+    store.isFailing.withValue { $0 = false }
+    try map.flush()
+    #expect(store.rows.value.count == 1)
+    #expect(throws: Never.self) { try map.flush() }
+  }
+}
+
+/// An in-memory store that fails every write while `isFailing`.
+final class FlakyStore: PersistentStore {
+  struct Failure: Error {}
+
+  let isFailing = Locked(true)
+  let rows = Locked<[String: PersistentRecord]>([:])
+
+  func encode<Value: Encodable>(_ value: Value) throws -> [UInt8] {
+    Array(try JSONEncoder().encode(value))
+  }
+
+  func decode<Value: Decodable>(_ type: Value.Type, from bytes: [UInt8]) throws -> Value {
+    try JSONDecoder().decode(type, from: Data(bytes))
+  }
+
+  func record(kind: String, key: [UInt8]) throws -> PersistentRecord? {
+    rows.value[kind + String(decoding: key, as: UTF8.self)]
+  }
+
+  func aliasRecord(named _: String) throws -> PersistentRecord? { nil }
+
+  func apply(_ changes: [PersistentChange]) throws {
+    if isFailing.value { throw Failure() }
+    for change in changes {
+      if case .save(let kind, let key, let record) = change {
+        rows.withValue { $0[kind + String(decoding: key, as: UTF8.self)] = record }
+      }
+    }
+  }
+}
