@@ -18,7 +18,9 @@ struct PersistenceFaultTests {
   func crashMidCommitIsAllOrNothing() async throws {
     let directory = TemporaryDirectory()
     let path = directory.database
-    await #expect(processExitsWith: .failure) { [path = path as String] in
+    let result = await #expect(
+      processExitsWith: .failure, observing: [\.standardErrorContent]
+    ) { [path = path as String] in
       let store = try SQLiteStore(path: path, abortingAfter: 600)
       let map = IdentityMap(persistence: store)
       map.persist(Note.self)
@@ -28,6 +30,8 @@ struct PersistenceFaultTests {
       _ = map.store((0..<1_000).map { Note(id: "n\($0)", text: "during") })
       try map.flush()
     }
+    let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+    #expect(stderr.contains("killed mid-transaction"))
     let store = try SQLiteStore(path: path)
     #expect(try store.rowCount() == 100)
     let map = IdentityMap(persistence: store)

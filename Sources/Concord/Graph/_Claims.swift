@@ -41,6 +41,9 @@ enum _VisitMode: UInt8 {
   case loading
   /// No pass: the walk lists the persisted entities missing from memory, to load them first.
   case probing
+  /// No pass: the walk lists the positions of the persisted entities that are neither in
+  /// memory nor in the store, which were removed; see `_MapCore.admitLoaded(_:stamp:in:)`.
+  case pruning
 }
 
 /// One write's claim on one node: an occurrence of that entity in the written value.
@@ -103,6 +106,8 @@ struct _Scratch {
   @usableFromInline var loaded: [_AnyNode] = []
   /// The entities being loaded, so that a cycle of persisted aggregates loads each once.
   var loading: Set<_RowKey> = []
+  /// While pruning: the positions found.
+  @usableFromInline var pruned: [Int] = []
 
   @usableFromInline init() {}
 }
@@ -231,6 +236,8 @@ extension _MapCore {
           let stamp = table.schema.stamp(of: child, call: nil)
           offer(node, payload: table.stash.append(child, self), verdict: .accepted, stamp: stamp)
         }
+      case .pruning:
+        if table.persisted != nil && table.node(child.id) == nil { scratch.pruned.append(position) }
       case .claiming:
         visit(child, position: position)
       }

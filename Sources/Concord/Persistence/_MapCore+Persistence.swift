@@ -205,7 +205,16 @@ extension _MapCore {
   /// entities in memory keep their values, and the aggregate shows those.
   func admitLoaded<T: Identifiable & Sendable>(_ value: T, stamp: Stamp?, in table: _Table<T>) {
     let schema = table.schema
-    if !schema.isLeaf { loadMissing(in: value, schema: schema) }
+    var value = value
+    if !schema.isLeaf {
+      loadMissing(in: value, schema: schema)
+      guard prune(&value, schema: schema) else {
+        // NB: it requires an entity that was removed while it was not in memory: the removal
+        // takes it too, as it would have in memory.
+        if let persisted = table.persisted { persistence?.current.append(persisted.delete(value)) }
+        return
+      }
+    }
     // NB: a cycle of persisted aggregates may have brought it in, through a nested copy.
     guard table.node(value.id) == nil else { return }
     // NB: what the log and the layers would hear of the pass is not a write: dropped.
@@ -238,6 +247,24 @@ extension _MapCore {
           wasPresent: true))
     }
     scratch.loaded.removeAll()
+  }
+
+  /// Drops from `value` its nested entities of persisted types that are neither in memory nor
+  /// in the store (they were removed while `value` was only in the store), as their removal
+  /// would have: from collections, and optional references set to `nil`. Returns `false` when
+  /// `value` requires one of them.
+  func prune<V>(_ value: inout V, schema: _Schema<V>) -> Bool {
+    for accessor in schema.accessors {
+      scratch.mode = .pruning
+      accessor.forEachChild(value, self)
+      scratch.mode = .claiming
+      guard !scratch.pruned.isEmpty else { continue }
+      let positions = scratch.pruned
+      scratch.pruned.removeAll()
+      guard let remove = accessor.remove else { return false }
+      remove(positions, &value)
+    }
+    return true
   }
 
   /// Marks a node a load created: no write touches it again at this level, and the load

@@ -1,0 +1,148 @@
+import Concord
+import ConcordSQLite
+import Foundation
+import TestSupport
+import Testing
+
+// A seeded model-based test of persistence: random writes (stamped, merged, nested), removals,
+// held and dropped handles, flushes, restarts, removeAll and reset, against a model in plain
+// Swift written from the contract. Every entity of a persisted type counts as stored whether
+// it is in memory or not, so after every step each id's `find` must agree with the model; and
+// after a flush and a restart, so must a fresh map on the same file. The engine checks its
+// invariants after every write in the CONCORD_INTERNAL_CHECKS run.
+
+@Suite("Persistence: a seeded model-based test with restarts and resets")
+struct PersistenceModelTests {
+  /// What the contract says the map holds.
+  struct Model {
+    var users: [Int: User] = [:]
+    var labels: [Int: Label] = [:]
+    var milestones: [Int: Milestone] = [:]
+    /// Issues as written, their nested entities resolved from the tables above when read.
+    var issues: [Int: Issue] = [:]
+
+    /// The issue as every holder sees it: nesting the current value of each nested entity.
+    func issue(_ id: Int) -> Issue? {
+      guard var issue = issues[id] else { return nil }
+      issue.user = users[issue.user.id] ?? issue.user
+      issue.labels = issue.labels.map { labels[$0.id] ?? $0 }
+      issue.milestone = issue.milestone.map { milestones[$0.id] ?? $0 }
+      return issue
+    }
+
+    /// A write of `incoming` user, as `store` makes it: its own stamp, merged.
+    mutating func write(_ incoming: User) {
+      guard let stored = users[incoming.id] else {
+        users[incoming.id] = incoming
+        return
+      }
+      if let stamp = incoming.updatedAt, let storedStamp = stored.updatedAt, stamp <= storedStamp {
+        return
+      }
+      users[incoming.id] = User.merge(incoming, into: stored)
+    }
+
+    /// A write of `incoming` issue: nested entities are written on their own stamps, even
+    /// when the issue's stamp is refused.
+    mutating func write(_ incoming: Issue) {
+      write(incoming.user)
+      for label in incoming.labels { labels[label.id] = label }
+      if let milestone = incoming.milestone { milestones[milestone.id] = milestone }
+      if let stored = issues[incoming.id], incoming.updatedAt <= stored.updatedAt { return }
+      issues[incoming.id] = incoming
+    }
+
+    /// The removal of a user: an issue requires its user, so its issues go too.
+    mutating func removeUser(_ id: Int) {
+      guard users.removeValue(forKey: id) != nil else { return }
+      issues = issues.filter { $0.value.user.id != id }
+    }
+  }
+
+  @Test("Random writes, restarts and resets agree with the model", arguments: [1, 2, 3])
+  func randomRun(seed: UInt64) throws {
+    let directory = TemporaryDirectory()
+    var generator = SeededGenerator(seed: seed &* 0x9E37_79B9)
+    var map = try launch(directory.database)
+    var model = Model()
+    var held: [Any] = []
+    var clock = 0.0
+    func maybeStamp() -> Double? {
+      clock += 1
+      // Mostly newer, sometimes older than what is stored, sometimes none.
+      switch Int.random(in: 0..<4, using: &generator) {
+      case 0: return nil
+      case 1: return clock - Double(Int.random(in: 1...20, using: &generator))
+      default: return clock
+      }
+    }
+    let steps = max(300, randomSteps(share: 50))
+    for step in 0..<steps {
+      let userID = Int.random(in: 0..<6, using: &generator)
+      let issueID = Int.random(in: 0..<8, using: &generator)
+      switch Int.random(in: 0..<100, using: &generator) {
+      case 0..<25:
+        let name = Bool.random(using: &generator) ? "name\(step)" : nil
+        let user = User(id: userID, login: "login\(step)", name: name, updatedAt: maybeStamp())
+        let handle = map.store(user)
+        if Bool.random(using: &generator) { held.append(handle) }
+        model.write(user)
+      case 25..<50:
+        let labelCount = Int.random(in: 0...2, using: &generator)
+        let issue = Issue(
+          id: issueID, title: "title\(step)", updatedAt: maybeStamp() ?? clock,
+          user: .stub(userID),
+          labels: (0..<labelCount).map {
+            Label(id: ($0 + issueID) % 3, name: "label\(step)-\($0)")
+          },
+          milestone: Bool.random(using: &generator)
+            ? Milestone(id: issueID % 2, title: "ms\(step)") : nil)
+        let handle = map.store(issue)
+        if Bool.random(using: &generator) { held.append(handle) }
+        model.write(issue)
+      case 50..<60:
+        let text = "renamed\(step)"
+        let updated = map.update(User.self, id: userID) { $0.name = text }
+        #expect(updated == (model.users[userID] != nil))
+        model.users[userID]?.name = text
+      case 60..<66:
+        map.remove(User.self, id: userID)
+        model.removeUser(userID)
+      case 66..<72:
+        map.remove(Issue.self, id: issueID)
+        model.issues[issueID] = nil
+      case 72..<80:
+        if !held.isEmpty {
+          held.remove(at: Int.random(in: 0..<held.count, using: &generator))
+        }
+      case 80..<86:
+        try map.flush()
+      case 86..<92:
+        // A restart: what was committed must come back from the file.
+        try map.flush()
+        held = []
+        map = try launch(directory.database)
+      case 92..<95:
+        map.removeAll()
+        model = Model()
+      case 95..<97:
+        try map.reset()
+        model = Model()
+      default:
+        let found = map.transaction { _ in map.find(Issue.self, id: issueID)?.value }
+        #expect(found == model.issue(issueID))
+      }
+      for id in 0..<6 {
+        #expect(map.find(User.self, id: id)?.value == model.users[id], "step \(step): user \(id)")
+      }
+      for id in 0..<8 {
+        #expect(map.find(Issue.self, id: id)?.value == model.issue(id), "step \(step): issue \(id)")
+      }
+    }
+    try map.flush()
+    let restarted = try launch(directory.database)
+    for id in 0..<8 {
+      #expect(restarted.find(Issue.self, id: id)?.value == model.issue(id), "after: issue \(id)")
+    }
+  }
+}
