@@ -30,7 +30,10 @@ let package = Package(
     ),
     .executableTarget(
       name: "ConcordBenchmarks",
-      dependencies: ["Concord", "CBenchmarkSupport"],
+      dependencies: [
+        "Concord", "ConcordSQLite", "CBenchmarkSupport",
+        .target(name: "CSQLite", condition: .when(platforms: [.linux, .android, .windows])),
+      ],
       path: "Benchmarks/ConcordBenchmarks"
     ),
     .target(name: "CBenchmarkSupport", path: "Benchmarks/CBenchmarkSupport"),

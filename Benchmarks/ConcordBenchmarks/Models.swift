@@ -2,7 +2,7 @@ import Concord
 import Foundation
 
 /// The plain entity of the store and find workloads: an id, a string and a number.
-struct Model: Identifiable, Sendable, Equatable {
+struct Model: Identifiable, Sendable, Equatable, Codable {
   var id: Int
   var name: String
   var score: Double
@@ -16,19 +16,19 @@ struct Model: Identifiable, Sendable, Equatable {
 }
 
 /// An author shared by aggregates.
-struct Person: Identifiable, Sendable, Equatable {
+struct Person: Identifiable, Sendable, Equatable, Codable {
   var id: Int
   var name: String
 }
 
 /// A plain book held by a post.
-struct Title: Identifiable, Sendable, Equatable {
+struct Title: Identifiable, Sendable, Equatable, Codable {
   var id: Int
   var title: String
 }
 
 /// The aggregate of `store.aggregate`: one author and five books.
-struct Post: Aggregate, Equatable {
+struct Post: Aggregate, Equatable, Codable {
   var id: Int
   var author: Person
   var books: [Title]

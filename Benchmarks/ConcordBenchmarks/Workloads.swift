@@ -16,7 +16,8 @@ struct Workloads {
     "propagate.fanout1000", "notify.callback", "transaction.batch100", "concurrent.read90",
     "scale.find.1M", "memory.perEntity", "store.merge", "retention.churn", "store.refetch",
     "store.page.decoded", "query.maintain", "query.indexed.open", "collector.drain",
-    "optimistic.apply+rollback", "optimistic.shadowed.write",
+    "optimistic.apply+rollback", "optimistic.shadowed.write", "persist.write", "persist.page",
+    "persist.find.cold",
   ]
 
   func run(_ name: String) -> Result {
@@ -42,6 +43,9 @@ struct Workloads {
     case "collector.drain": collectorDrain()
     case "optimistic.apply+rollback": optimisticApplyRollback()
     case "optimistic.shadowed.write": optimisticShadowedWrite()
+    case "persist.write": persistWrite()
+    case "persist.page": persistPage()
+    case "persist.find.cold": persistFindCold()
     default: fatalError("unknown workload \(name)")
     }
   }

@@ -166,7 +166,9 @@ public final class SQLiteStore: PersistentStore, @unchecked Sendable {
     try writer.withLock {
       try writer.transaction {
         for (index, change) in changes.enumerated() {
-          if index == abortingAfter { fatalError("SQLiteStore: killed mid-transaction, as the test asked") }
+          if index == abortingAfter {
+            fatalError("SQLiteStore: killed mid-transaction, as the test asked")
+          }
           try apply(change)
         }
       }

@@ -13,22 +13,24 @@ extension _MapCore {
     _ value: T, stamp: Stamp?, held: Bool, _ body: (_EntityNode<T>) -> R
   ) -> R {
     withTable(T.self) { table in
-      if table.persisted != nil && table.node(value.id) == nil { load(value.id, into: table) }
       let schema = table.schema
       let own = schema.stamp(of: value, call: stamp)
       guard schema.isLeaf else {
+        if table.persisted != nil && table.node(value.id) == nil { load(value.id, into: table) }
         let node = entityNode(for: value, in: table)
         writeTree(into: node, payload: value, stamp: own, call: stamp)
         return body(node)
       }
       // A value holding no nested entity: one lookup, no claim.
       return table.withNode(for: value) { node, created in
-        if created {
+        // NB: a persisted entity new to memory may be in the store: then the node shows what
+        // the store has, and the write goes on as a write to it.
+        if created && (table.persisted == nil || !loadInto(node, table)) {
           let direct = publishesDirectly(node)
           didCreate(node, held: held, journaled: !direct)
           record(own, on: node)
           outbox.logStored(node, stamp: own)
-          if direct { publish(node, .inserted) }
+          if direct { publishDirectly(node, .inserted, stampBefore: .nan) }
         } else {
           writeLeaf(node, value, stamp: own, schema: schema, merging: true)
         }
@@ -86,10 +88,11 @@ extension _MapCore {
       // NB: the outermost write of a lone entity: its change is known now, so it skips the
       // journal and is published at once, which is what a commit would do.
       let differs = schema.differ(node.value, value)
+      let stampBefore = node.s.stamp
       node.value = value
       record(stamp, on: node)
       outbox.logStored(node, stamp: stamp)
-      publish(node, differs ? .updated : .unchanged)
+      publishDirectly(node, differs ? .updated : .unchanged, stampBefore: stampBefore)
       return
     }
     guard !schema.isEquatable || !_identical(node.value, value) else {

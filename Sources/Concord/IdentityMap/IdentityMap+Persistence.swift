@@ -30,6 +30,7 @@ extension IdentityMap {
   /// entities of `T` are persisted too. See ``persist(_:as:)`` to choose the name.
   ///
   /// - Precondition: The map was made with a store.
+  @inlinable
   public func persist<T: Identifiable & Codable & Sendable>(_ type: T.Type) where T.ID: Codable {
     persist(type, as: String(describing: type))
   }
@@ -48,6 +49,7 @@ extension IdentityMap {
   ///
   /// - Precondition: The map was made with a store; `kind` is not empty, does not start with
   ///   `@`, and names no other type; `type` is not persisted under another name.
+  @inlinable
   public func persist<T: Identifiable & Codable & Sendable>(_ type: T.Type, as kind: String)
   where T.ID: Codable {
     _core.write { _core.persist(T.self, kind: kind) }

@@ -104,10 +104,10 @@ extension _MapCore {
     // if it changed, an alias's log. Otherwise the node is counted as updated, which tells
     // nobody, and the copy and the `==` are saved on every parent a change reaches.
     // An entity whose type has queries or collectors: its value before the write is what they
-    // compare with.
+    // compare with. (Persistence alone needs no old value: it saves what changed.)
     let needsValue =
       journal.level > 0 || node.hasSubscribers || node.s.flags.contains(.alias)
-      || (registry.consumerCount > 0 && node.hasConsumers)
+      || (registry.consumerCount > 0 && node.readsOldValues)
     let saved = needsValue ? node.saveValue(self) : _JournalEntry.notSaved
     appendEntry(node, saved: saved, wasPresent: wasPresent)
   }
@@ -116,10 +116,20 @@ extension _MapCore {
   /// the outermost write, only while it has touched nothing else, so that no later write in it
   /// can touch the node again, only when no query or collector reads its type's changes from
   /// the journal, and never under optimistic layers, which raise their values before commit.
+  /// (A persisted type's change is handed to persistence as it is published: see
+  /// `publishDirectly(_:_:stampBefore:)`.)
   @inlinable
   func publishesDirectly(_ node: _AnyNode) -> Bool {
     frame.depth == 1 && journal.entries.isEmpty && !layers.isLowered
-      && (registry.consumerCount == 0 || !node.hasConsumers)
+      && (registry.consumerCount == 0 || !node.readsOldValues)
+  }
+
+  /// Publishes a change made without the journal (see `publishesDirectly`), and persists it
+  /// when its type is persisted. `stampBefore` is the node's stamp before the write.
+  @inlinable
+  func publishDirectly(_ node: _AnyNode, _ kind: _ChangeKind, stampBefore: Stamp) {
+    publish(node, kind)
+    if registry.persistedTypes > 0 { node.persist(kind, stampBefore: stampBefore) }
   }
 
   /// Records a node the current write just created: before, it did not exist.

@@ -18,143 +18,247 @@
 /// How the map persists entity type `T`, made by ``IdentityMap/persist(_:as:)`` where `T` is
 /// known to be `Codable`.
 @usableFromInline
-final class _Persisted<T: Identifiable & Sendable> {
-  /// The name of `T`'s rows in the store.
-  let kind: String
-  let persistence: _Persistence
-  /// The op saving an entity, stamped.
-  let save: (T, Stamp?) -> _PersistOp
-  /// The op deleting an entity, given its last value.
-  let delete: (T) -> _PersistOp
-  /// The entity `id` as the store has it (the changes not yet applied included), or `nil`.
-  /// Failures are logged to the map's outbox, and read as missing.
-  let read: (T.ID, _MapCore) -> (value: T, stamp: Stamp?)?
-  /// The op saving an alias naming entities of `T`, given their values.
-  let saveAlias: (String, [T], Stamp?) -> _PersistOp
-  /// The op deleting an alias.
-  var deleteAlias: (String) -> _PersistOp { { name in _Persisted.deletingAlias(name) } }
-  /// The ids an alias names, as the store has them, with the alias's stamp.
-  let readAlias: (String, _MapCore) -> (ids: [T.ID], stamp: Stamp?)?
+final class _Persisted<T: Identifiable & Sendable>: @unchecked Sendable {
+  // NB: @unchecked because `unapplied` is only touched under `persistence`'s lock.
 
-  init(
-    kind: String, persistence: _Persistence, save: @escaping (T, Stamp?) -> _PersistOp,
-    delete: @escaping (T) -> _PersistOp,
-    read: @escaping (T.ID, _MapCore) -> (value: T, stamp: Stamp?)?,
-    saveAlias: @escaping (String, [T], Stamp?) -> _PersistOp,
-    readAlias: @escaping (String, _MapCore) -> (ids: [T.ID], stamp: Stamp?)?
-  ) {
+  /// The name of `T`'s rows in the store.
+  @usableFromInline let kind: String
+  @usableFromInline let persistence: _Persistence
+  /// The newest unapplied change of each entity: its value, or `nil` when deleted.
+  #if DEBUG
+    @usableFromInline var unapplied: [T.ID: _Pending<T>] = [:]
+  #else
+    @exclusivity(unchecked) @usableFromInline var unapplied: [T.ID: _Pending<T>] = [:]
+  #endif
+  /// The operations that need `T` to be `Codable`, specialized for `T` where it is known.
+  @usableFromInline var ops: _PersistedOps<T>
+
+  @inlinable
+  init(kind: String, persistence: _Persistence, ops: _PersistedOps<T>) {
     self.kind = kind
     self.persistence = persistence
-    self.save = save
-    self.delete = delete
-    self.read = read
-    self.saveAlias = saveAlias
-    self.readAlias = readAlias
+    self.ops = ops
   }
 
   /// Persists what the committed write did to `node`.
-  func record(_ node: _EntityNode<T>, _ kind: _ChangeKind, stampBefore: Stamp, _: _MapCore) {
+  @inlinable
+  func _record(_ node: _EntityNode<T>, _ kind: _ChangeKind, stampBefore: Stamp) {
     let stamp: Stamp? = node.s.stamp.isNaN ? nil : node.s.stamp
     switch kind {
     case .inserted, .updated:
-      persistence.current.append(save(node.value, stamp))
+      persistence.current.append(ops.change(self, node.value.id, node.value, stamp))
     case .unchanged:
       // NB: `==` to what was stored (or just loaded), but a newer stamp must reach the store,
       // or a write older than it would be taken after a restart.
       if !node.s.stamp._isSame(as: stampBefore) {
-        persistence.current.append(save(node.value, stamp))
+        persistence.current.append(ops.change(self, node.value.id, node.value, stamp))
       }
     case .removed:
-      persistence.current.append(delete(node.value))
+      persistence.current.append(ops.change(self, node.value.id, nil, nil))
     }
   }
-}
 
-extension _Persisted {
-  /// The op deleting the alias `name`, whatever its type.
-  static func deletingAlias(_ name: String) -> _PersistOp {
-    _PersistOp(target: .row(_RowKey(kind: "@", id: AnyHashable(name))), value: nil, stamp: nil) {
-      _ in .deleteAlias(name: name)
-    }
-  }
-}
-
-extension _Persisted where T: Codable, T.ID: Codable {
-  /// The persistence of `T` under `kind`.
-  convenience init(kind: String, persistence: _Persistence) {
-    self.init(
-      kind: kind, persistence: persistence,
-      save: { value, stamp in
-        _PersistOp(
-          target: .row(_RowKey(kind: kind, id: AnyHashable(value.id))), value: value,
-          stamp: stamp
-        ) { store in
-          .save(
-            kind: kind, key: try store.encode(value.id),
-            record: PersistentRecord(payload: try store.encode(value), stamp: stamp))
-        }
-      },
-      delete: { value in
-        _PersistOp(
-          target: .row(_RowKey(kind: kind, id: AnyHashable(value.id))), value: nil, stamp: nil
-        ) { store in .delete(kind: kind, key: try store.encode(value.id)) }
-      },
-      read: { id, core in
-        let persistence = core.persistence.unsafelyUnwrapped
-        switch persistence.unappliedState(of: _RowKey(kind: kind, id: AnyHashable(id))) {
-        case .saved(let value, let stamp): return (value as! T, stamp)
-        case .deleted: return nil
-        case .unknown: break
-        }
-        let store = persistence.store
-        let record: PersistentRecord?
-        do {
-          record = try store.record(kind: kind, key: store.encode(id))
-        } catch {
-          core.outbox.log { .persistenceFailed("reading \(kind)(\(id)): \(error)") }
-          return nil
-        }
-        guard let record else { return nil }
-        do {
-          return (try store.decode(T.self, from: record.payload), record.stamp)
-        } catch {
-          core.outbox.log { .undecodableRecord(EntityReference(T.self, id: id), "\(error)") }
-          return nil
-        }
-      },
-      saveAlias: { name, values, stamp in
-        _PersistOp(
-          target: .row(_RowKey(kind: "@", id: AnyHashable(name))), value: values,
-          stamp: stamp
-        ) { store in
-          .saveAlias(
-            name: name, kind: kind,
-            record: PersistentRecord(payload: try store.encode(values.map(\.id)), stamp: stamp))
-        }
-      },
-      readAlias: { name, core in
-        let persistence = core.persistence.unsafelyUnwrapped
-        switch persistence.unappliedState(of: _RowKey(kind: "@", id: AnyHashable(name))) {
-        case .saved(let values, let stamp): return ((values as! [T]).map(\.id), stamp)
-        case .deleted: return nil
-        case .unknown: break
-        }
-        let store = persistence.store
-        do {
-          guard let record = try store.aliasRecord(named: name) else { return nil }
-          return (try store.decode([T.ID].self, from: record.payload), record.stamp)
-        } catch {
-          core.outbox.log { .persistenceFailed("reading alias \"\(name)\": \(error)") }
-          return nil
-        }
+  /// The entity `id` as the store has it (the changes not yet applied included), or `nil`.
+  /// Failures are logged to the map's outbox, and read as missing.
+  func read(_ id: T.ID, _ core: _MapCore) -> (value: T, stamp: Stamp?)? {
+    let unapplied: _Unapplied<T> = persistence.withLock {
+      let wipe = persistence.wipeSerial(of: kind)
+      if let change = self.unapplied[id], change.serial > wipe {
+        return change.value.map { .saved($0, change.stamp) } ?? .deleted
       }
-    )
+      return wipe > 0 ? .deleted : .unknown
+    }
+    switch unapplied {
+    case .saved(let value, let stamp): return (value, stamp)
+    case .deleted: return nil
+    case .unknown: break
+    }
+    let record: PersistentRecord?
+    do {
+      record = try persistence.store.record(kind: kind, key: ops.encodeID(id))
+    } catch {
+      core.outbox.log { [kind] in .persistenceFailed("reading \(kind)(\(id)): \(error)") }
+      return nil
+    }
+    guard let record else { return nil }
+    do {
+      return (try ops.decode(record.payload), record.stamp)
+    } catch {
+      core.outbox.log { .undecodableRecord(EntityReference(T.self, id: id), "\(error)") }
+      return nil
+    }
   }
+
+  /// The ids the alias `name` names, as the store has them, with the alias's stamp.
+  func readAlias(_ name: String, _ core: _MapCore) -> (ids: [T.ID], stamp: Stamp?)? {
+    switch persistence.unappliedAlias(name) {
+    case .saved(let values, let stamp): return ((values as? [T] ?? []).map(\.id), stamp)
+    case .deleted: return nil
+    case .unknown: break
+    }
+    do {
+      guard let record = try persistence.store.aliasRecord(named: name) else { return nil }
+      return (try ops.decodeIDs(record.payload), record.stamp)
+    } catch {
+      core.outbox.log { .persistenceFailed("reading alias \"\(name)\": \(error)") }
+      return nil
+    }
+  }
+}
+
+/// An unapplied change of one entity.
+@usableFromInline
+struct _Pending<T> {
+  @usableFromInline let serial: Int
+  /// The value saved, or `nil` for a deletion.
+  @usableFromInline let value: T?
+  @usableFromInline let stamp: Stamp?
+
+  @inlinable
+  init(serial: Int, value: T?, stamp: Stamp?) {
+    self.serial = serial
+    self.value = value
+    self.stamp = stamp
+  }
+}
+
+/// The persistence operations on `T` that need it to be `Codable`, as closures.
+///
+/// NB: made by an `@inlinable` initializer, called where ``IdentityMap/persist(_:as:)`` is, in
+/// code specialized for `T`: run from the engine's type-erased code, generic methods would
+/// look up `T`'s metadata (and its tuples' and dictionaries') on every commit.
+@usableFromInline
+struct _PersistedOps<T: Identifiable & Sendable> {
+  /// `_Persisted._record`, specialized.
+  @usableFromInline let record: (_Persisted<T>, _EntityNode<T>, _ChangeKind, Stamp) -> Void
+  /// The op saving an entity (stamped), or deleting it (`nil`).
+  @usableFromInline let change: (_Persisted<T>, T.ID, T?, Stamp?) -> _PersistOp
+  /// Lists and unlists an op in `_Persisted.unapplied`; see `_PersistOp`.
+  @usableFromInline let note: (_Persisted<T>, _PersistOp) -> Void
+  @usableFromInline let forget: (_Persisted<T>, _PersistOp) -> Void
+  /// The op saving an alias naming entities of `T`, given their values.
+  @usableFromInline let saveAlias: (String, String, [T], Stamp?) -> _PersistOp
+  @usableFromInline let decode: ([UInt8]) throws -> T
+  @usableFromInline let decodeIDs: ([UInt8]) throws -> [T.ID]
+  @usableFromInline let encodeID: (T.ID) throws -> [UInt8]
+
+  @inlinable
+  init(store: any PersistentStore) where T: Codable, T.ID: Codable {
+    record = { persisted, node, kind, stampBefore in
+      persisted._record(node, kind, stampBefore: stampBefore)
+    }
+    change = { persisted, id, value, stamp in
+      _EntityChange(persisted, id: id, value: value, stamp: stamp)
+    }
+    note = { persisted, op in
+      let op = unsafeDowncast(op, to: _EntityChange<T>.self)
+      persisted.unapplied[op.id] = _Pending(serial: op.serial, value: op.value, stamp: op.stamp)
+    }
+    forget = { persisted, op in
+      let op = unsafeDowncast(op, to: _EntityChange<T>.self)
+      if persisted.unapplied[op.id]?.serial == op.serial {
+        persisted.unapplied.removeValue(forKey: op.id)
+      }
+    }
+    saveAlias = { name, kind, values, stamp in
+      _AliasSave(name: name, kind: kind, values: values, stamp: stamp)
+    }
+    decode = { try store.decode(T.self, from: $0) }
+    decodeIDs = { try store.decode([T.ID].self, from: $0) }
+    encodeID = { try store.encode($0) }
+  }
+}
+
+/// The save or deletion of one entity of `T`.
+@usableFromInline
+final class _EntityChange<T: Identifiable & Codable & Sendable>: _PersistOp, @unchecked Sendable
+where T.ID: Codable {
+  @usableFromInline let persisted: _Persisted<T>
+  @usableFromInline let id: T.ID
+  @usableFromInline let value: T?
+  @usableFromInline let stamp: Stamp?
+
+  @inlinable
+  init(_ persisted: _Persisted<T>, id: T.ID, value: T?, stamp: Stamp?) {
+    self.persisted = persisted
+    self.id = id
+    self.value = value
+    self.stamp = stamp
+  }
+
+  override func change(_ store: any PersistentStore) throws -> PersistentChange {
+    let key = try store.encode(id)
+    guard let value else { return .delete(kind: persisted.kind, key: key) }
+    return .save(
+      kind: persisted.kind, key: key,
+      record: PersistentRecord(payload: try store.encode(value), stamp: stamp))
+  }
+
+  override func note(in _: _Persistence) { persisted.ops.note(persisted, self) }
+
+  override func forget(in _: _Persistence) { persisted.ops.forget(persisted, self) }
+
+  override var description: String { "\(persisted.kind)(\(id))" }
+}
+
+/// The save of an alias naming entities of `T`.
+@usableFromInline
+final class _AliasSave<T: Identifiable & Codable & Sendable>: _PersistOp, @unchecked Sendable
+where T.ID: Codable {
+  let name: String
+  let kind: String
+  let values: [T]
+  let stamp: Stamp?
+
+  @usableFromInline
+  init(name: String, kind: String, values: [T], stamp: Stamp?) {
+    self.name = name
+    self.kind = kind
+    self.values = values
+    self.stamp = stamp
+  }
+
+  override func change(_ store: any PersistentStore) throws -> PersistentChange {
+    .saveAlias(
+      name: name, kind: kind,
+      record: PersistentRecord(payload: try store.encode(values.map(\.id)), stamp: stamp))
+  }
+
+  override func note(in persistence: _Persistence) {
+    persistence.unappliedAliases[name] = (serial, values, stamp)
+  }
+
+  override func forget(in persistence: _Persistence) {
+    if persistence.unappliedAliases[name]?.serial == serial {
+      persistence.unappliedAliases[name] = nil
+    }
+  }
+
+  override var description: String { "alias \"\(name)\"" }
+}
+
+/// An entity of a persisted type, by kind and id: what a load is loading.
+struct _RowKey: Hashable, @unchecked Sendable {
+  // NB: @unchecked for `AnyHashable`, which holds an entity id.
+  let kind: String
+  let id: AnyHashable
 }
 
 extension _MapCore {
   /// Starts persisting `T` under `kind`.
+  @inlinable
   func persist<T: Identifiable & Codable & Sendable>(_: T.Type, kind: String) where T.ID: Codable {
+    guard let persistence = checkPersistable(T.self, kind: kind) else { return }
+    let table = registry.table(for: T.self)
+    table.persisted = _Persisted(
+      kind: kind, persistence: persistence, ops: _PersistedOps(store: persistence.store))
+    registry.consumerCount += 1
+    registry.persistedTypes += 1
+  }
+
+  /// Checks that `T` may be persisted under `kind`, and records it; `nil` when it already is.
+  @usableFromInline
+  func checkPersistable<T>(_: T.Type, kind: String) -> _Persistence? {
     guard let persistence else {
       preconditionFailure(
         "Concord: persist(\(T.self).self) on a map made without a store; make it with "
@@ -165,17 +269,15 @@ extension _MapCore {
       precondition(
         named == kind,
         "Concord: \(T.self) is already persisted as \"\(named)\", not \"\(kind)\"")
-      return
+      return nil
     }
     precondition(
       persistence.kindOwners[kind] == nil && !kind.isEmpty && !kind.hasPrefix("@"),
-      "Concord: the store's kind \"\(kind)\" is taken or invalid; name \(T.self) with persist(_:as:)")
+      "Concord: the store's kind \"\(kind)\" is taken or invalid; name \(T.self) with persist(_:as:)"
+    )
     persistence.kinds[type] = kind
     persistence.kindOwners[kind] = type
-    let table = registry.table(for: T.self)
-    table.persisted = _Persisted(kind: kind, persistence: persistence)
-    registry.consumerCount += 1
-    registry.persistedTypes += 1
+    return persistence
   }
 
   /// Brings the entity `id` of `T` into memory from the store, if `T` is persisted, the entity
@@ -211,7 +313,9 @@ extension _MapCore {
       guard prune(&value, schema: schema) else {
         // NB: it requires an entity that was removed while it was not in memory: the removal
         // takes it too, as it would have in memory.
-        if let persisted = table.persisted { persistence?.current.append(persisted.delete(value)) }
+        if let persisted = table.persisted {
+          persistence?.current.append(persisted.ops.change(persisted, value.id, nil, nil))
+        }
         return
       }
     }
@@ -233,6 +337,21 @@ extension _MapCore {
     recordLoaded()
     if outbox.events.count > events { outbox.events.removeSubrange(events...) }
     if outbox.written.count > written { outbox.written.removeSubrange(written...) }
+  }
+
+  /// Gives `node`, just created for a write of a type holding no nested entity, the value and
+  /// stamp the store has for its entity, as a load. Returns `false`, changing nothing, when the
+  /// store has none.
+  @usableFromInline
+  func loadInto<T: Identifiable & Sendable>(_ node: _EntityNode<T>, _ table: _Table<T>) -> Bool {
+    guard let persisted = table.persisted, let (value, stamp) = persisted.read(node.value.id, self)
+    else { return false }
+    node.value = value
+    if let stamp { node.s.stamp = stamp }
+    didCreate(node, held: false, journaled: false)
+    noteLoaded(node)
+    recordLoaded()
+    return true
   }
 
   /// Records the nodes the load created in the journal, as present before the write with the
@@ -310,12 +429,10 @@ extension _MapCore {
   func persistRemovingAll() {
     guard let persistence else { return }
     for kind in persistence.kindOwners.keys.sorted() {
-      persistence.current.append(
-        _PersistOp(target: .kind(kind), value: nil, stamp: nil) { _ in .deleteKind(kind) })
-      // NB: the aliases of every kind are under the one row kind "@": together they are every
-      // alias the store has, and `removeAll` empties every alias.
-      persistence.current.append(
-        _PersistOp(target: .kind("@"), value: nil, stamp: nil) { _ in .deleteAliases(kind: kind) })
+      persistence.current.append(_WipeOp(target: kind, .deleteKind(kind)))
+      // NB: the aliases of every kind are wiped under the one target "@": together they are
+      // every alias the store has, and `removeAll` empties every alias.
+      persistence.current.append(_WipeOp(target: "@", .deleteAliases(kind: kind)))
     }
   }
 
@@ -323,8 +440,7 @@ extension _MapCore {
   /// ``IdentityMap/reset()``.
   func reset() {
     removeAll()
-    persistence?.current.append(
-      _PersistOp(target: .kind(""), value: nil, stamp: nil) { _ in .deleteEverything })
+    persistence?.current.append(_WipeOp(target: "", .deleteEverything))
   }
 }
 
@@ -359,8 +475,9 @@ extension _MapCore {
     guard node.persist == nil else { return }
     let name = node.id.name
     node.persist = { node in
-      guard let value = node.value else { return persisted.deleteAlias(name) }
-      return persisted.saveAlias(name, values(value), node.s.stamp.isNaN ? nil : node.s.stamp)
+      guard let value = node.value else { return _AliasDeletion(name: name) }
+      return persisted.ops.saveAlias(
+        name, persisted.kind, values(value), node.s.stamp.isNaN ? nil : node.s.stamp)
     }
     noteHoldDropped(node)
     guard !node.holdsAliasValue, let (ids, stamp) = persisted.readAlias(name, self) else { return }
@@ -381,12 +498,6 @@ extension _MapCore {
   @usableFromInline
   func persistRemovingAlias(_ name: String) {
     guard registry.persistedTypes > 0, let persistence else { return }
-    persistence.current.append(_Persisted<_NoEntity>.deletingAlias(name))
+    persistence.current.append(_AliasDeletion(name: name))
   }
-}
-
-/// A type to name `_Persisted`'s static members by.
-@usableFromInline
-struct _NoEntity: Identifiable, Sendable {
-  @usableFromInline var id: Int
 }

@@ -16,7 +16,7 @@ final class _Persistence: @unchecked Sendable {
   // NB: @unchecked because `current` and `kinds` are only touched under the map's
   // lock, and everything else only under `lock`.
 
-  let store: any PersistentStore
+  @usableFromInline let store: any PersistentStore
   let logger: (any IdentityMapLogger)?
   /// Guards the queue, `unapplied`, the error and the writer's state. A leaf: never held while
   /// calling the store or the logger.
@@ -26,7 +26,12 @@ final class _Persistence: @unchecked Sendable {
   // Under the map's lock.
 
   /// The changes of the write committing now, handed over when it commits.
-  var current: [_PersistOp] = []
+  #if DEBUG
+    @usableFromInline var current: [_PersistOp] = []
+  #else
+    // NB: as the core's parts: the map's lock makes every access exclusive.
+    @exclusivity(unchecked) @usableFromInline var current: [_PersistOp] = []
+  #endif
   /// The persisted types' kinds, by type, and the types of each kind.
   var kinds: [ObjectIdentifier: String] = [:]
   var kindOwners: [String: ObjectIdentifier] = [:]
@@ -34,14 +39,19 @@ final class _Persistence: @unchecked Sendable {
   // Under `lock`.
 
   /// Commits handed over and not yet taken by the writer, oldest first.
-  private var queued: [_PersistOp] = []
+  #if DEBUG
+    private var queued: [_PersistOp] = []
+  #else
+    @exclusivity(unchecked) private var queued: [_PersistOp] = []
+  #endif
   /// Taken by the writer, failed, to try again first.
   private var failed: [_PersistOp] = []
-  /// The newest unapplied change of each row.
-  private var unapplied: [_RowKey: _PersistOp] = [:]
-  /// Unapplied deletions of whole kinds (and of everything, under the empty kind), with the
-  /// serial of the newest.
-  private var unappliedWipes: [String: Int] = [:]
+  /// Unapplied deletions of whole kinds (`@` for every alias, the empty kind for everything),
+  /// with the serial of the newest. NB: the unapplied changes of rows are kept by type, in
+  /// `_Persisted.unapplied`, keyed by the typed id: no `AnyHashable` on the commit path.
+  var unappliedWipes: [String: Int] = [:]
+  /// The newest unapplied change of each alias: the entities it names, or `nil` when deleted.
+  var unappliedAliases: [String: (serial: Int, values: Any?, stamp: Stamp?)] = [:]
   private var lastSerial = 0
   private var isWriting = false
   private var firstError: (any Error)?
@@ -57,28 +67,25 @@ final class _Persistence: @unchecked Sendable {
   /// lock, so commits queue in commit order.
   func handOver() {
     guard !current.isEmpty else { return }
-    var ops = current
-    current.removeAll(keepingCapacity: true)
     lock.lock()
-    for index in ops.indices {
+    for op in current {
       lastSerial += 1
-      ops[index].serial = lastSerial
-      note(ops[index])
+      op.serial = lastSerial
+      op.note(in: self)
     }
-    queued.append(contentsOf: ops)
+    queued.append(contentsOf: current)
+    current.removeAll(keepingCapacity: true)
     let wake = !isWriting
     isWriting = true
     lock.unlock()
-    if wake { writer.async { self.write() } }
+    // NB: the writer starts a moment later, so that the commits made meanwhile join its
+    // transaction: waking it for each commit would cost the committing thread more than the
+    // commit. `flush()` does not wait for the moment.
+    if wake { writer.asyncAfter(deadline: .now() + Self.gathering) { self.write() } }
   }
 
-  /// Lists `op` as unapplied. Under `lock`.
-  private func note(_ op: _PersistOp) {
-    switch op.target {
-    case .row(let key): unapplied[key] = op
-    case .kind(let kind): unappliedWipes[kind] = op.serial
-    }
-  }
+  /// How long the writer gathers commits before it writes them.
+  static let gathering = DispatchTimeInterval.milliseconds(2)
 
   // MARK: Writing
 
@@ -127,14 +134,7 @@ final class _Persistence: @unchecked Sendable {
       return false
     }
     lock.lock()
-    for op in encodable {
-      switch op.target {
-      case .row(let key):
-        if unapplied[key]?.serial == op.serial { unapplied[key] = nil }
-      case .kind(let kind):
-        if unappliedWipes[kind] == op.serial { unappliedWipes[kind] = nil }
-      }
-    }
+    for op in encodable { op.forget(in: self) }
     lock.unlock()
     return true
   }
@@ -165,68 +165,105 @@ final class _Persistence: @unchecked Sendable {
 
   // MARK: Reading
 
-  /// What the unapplied changes say of a row: its newest value, its deletion, or nothing
-  /// (the store knows).
-  func unappliedState(of key: _RowKey) -> _Unapplied {
+  /// Runs `body` under the lock that guards what is unapplied.
+  func withLock<R>(_ body: () -> R) -> R {
     lock.lock()
     defer { lock.unlock() }
-    // NB: a wipe deletes the rows changed before it, not after.
-    let wipe = max(unappliedWipes[key.kind] ?? 0, unappliedWipes[""] ?? 0)
-    if let op = unapplied[key], op.serial > wipe {
-      return op.value.map { .saved($0, op.stamp) } ?? .deleted
-    }
-    return wipe > 0 ? .deleted : .unknown
+    return body()
   }
 
-  /// Reads `key`'s record from the store, logging a failure as a missing record.
-  func readRecord(_ describe: @autoclosure () -> String, _ read: () throws -> PersistentRecord?)
-    -> PersistentRecord?
-  {
-    do {
-      return try read()
-    } catch {
-      logger?.log(.persistenceFailed("reading \(describe()): \(error)"))
-      return nil
+  /// The serial of the newest unapplied wipe of `kind`'s rows. Under `withLock`.
+  func wipeSerial(of kind: String) -> Int {
+    max(unappliedWipes[kind] ?? 0, unappliedWipes[""] ?? 0)
+  }
+
+  /// What the unapplied changes say of the alias `name`.
+  func unappliedAlias(_ name: String) -> _Unapplied<Any> {
+    withLock {
+      let wipe = wipeSerial(of: "@")
+      if let change = unappliedAliases[name], change.serial > wipe {
+        return change.values.map { .saved($0, change.stamp) } ?? .deleted
+      }
+      return wipe > 0 ? .deleted : .unknown
     }
   }
-}
-
-/// A row of the store: an entity's kind and id, or an alias's name under its value type's kind
-/// prefixed with `@`.
-struct _RowKey: Hashable, @unchecked Sendable {
-  // NB: @unchecked for `AnyHashable`, which holds an entity id, itself `Sendable`.
-  let kind: String
-  let id: AnyHashable
 }
 
 /// What unapplied changes say about a row.
-enum _Unapplied {
-  case saved(any Sendable, Stamp?)
+enum _Unapplied<Value> {
+  case saved(Value, Stamp?)
   case deleted
   case unknown
 }
 
-/// One change committed for the store: its row, the value for reads until it is applied, and
-/// how to encode it, which the writer does.
-struct _PersistOp: Sendable, CustomStringConvertible {
-  enum Target: @unchecked Sendable {
-    // NB: @unchecked for the `AnyHashable` in `_RowKey`.
-    case row(_RowKey)
-    /// A whole kind (`@kind` for the aliases of a kind); the empty kind for everything.
-    case kind(String)
+/// One change committed for the store. The writer encodes it (`change`), and until it is
+/// applied, reads find it where `note` lists it.
+///
+/// NB: a class, one allocation a change, with typed subclasses: reads must find a change by
+/// the entity's own id, and an `AnyHashable` key or a closure per change cost the committing
+/// thread more than the write.
+@usableFromInline
+class _PersistOp: @unchecked Sendable, CustomStringConvertible {
+  // NB: @unchecked because `serial` is set under `_Persistence`'s lock before the op is shared,
+  // and the values subclasses hold are `Sendable`.
+  @usableFromInline var serial = 0
+
+  @usableFromInline init() {}
+
+  /// The change, encoded for `store`. On the writer.
+  func change(_ store: any PersistentStore) throws -> PersistentChange { fatalError("abstract") }
+  /// Lists the op as the newest unapplied change of its row. Under `_Persistence`'s lock.
+  func note(in _: _Persistence) {}
+  /// Unlists the op, applied, unless a newer change of its row came. Under the same lock.
+  func forget(in _: _Persistence) {}
+
+  @usableFromInline var description: String { "a change" }
+}
+
+/// The deletion of a whole kind of rows: see `_Persistence.unappliedWipes`.
+final class _WipeOp: _PersistOp, @unchecked Sendable {
+  let target: String
+  let wipe: PersistentChange
+
+  init(target: String, _ change: PersistentChange) {
+    self.target = target
+    wipe = change
   }
 
-  var serial = 0
-  let target: Target
-  /// The value saved (an entity, or an alias's ids), or `nil` for a deletion.
-  let value: (any Sendable)?
-  let stamp: Stamp?
-  let change: @Sendable (any PersistentStore) throws -> PersistentChange
+  override func change(_: any PersistentStore) throws -> PersistentChange { wipe }
 
-  var description: String {
-    switch target {
-    case .row(let key): key.kind.hasPrefix("@") ? "alias \"\(key.id)\"" : "\(key.kind)(\(key.id))"
-    case .kind(let kind): kind.isEmpty ? "everything" : "every \(kind)"
+  override func note(in persistence: _Persistence) {
+    persistence.unappliedWipes[target] = serial
+  }
+
+  override func forget(in persistence: _Persistence) {
+    if persistence.unappliedWipes[target] == serial { persistence.unappliedWipes[target] = nil }
+  }
+
+  override var description: String { "\(wipe)" }
+}
+
+/// The deletion of an alias, whatever its type.
+final class _AliasDeletion: _PersistOp, @unchecked Sendable {
+  let name: String
+
+  init(name: String) {
+    self.name = name
+  }
+
+  override func change(_: any PersistentStore) throws -> PersistentChange {
+    .deleteAlias(name: name)
+  }
+
+  override func note(in persistence: _Persistence) {
+    persistence.unappliedAliases[name] = (serial, nil, nil)
+  }
+
+  override func forget(in persistence: _Persistence) {
+    if persistence.unappliedAliases[name]?.serial == serial {
+      persistence.unappliedAliases[name] = nil
     }
   }
+
+  override var description: String { "the deletion of alias \"\(name)\"" }
 }

@@ -317,6 +317,16 @@ class _AnyNode {
   @usableFromInline
   var hasConsumers: Bool { false }
 
+  /// Hands a change published without the journal to persistence, when the node is an entity
+  /// of a persisted type.
+  @usableFromInline
+  func persist(_: _ChangeKind, stampBefore _: Stamp) {}
+
+  /// Whether consumers of this node's changes compare them with its value before the write:
+  /// an entity whose type has live queries or collectors.
+  @usableFromInline
+  var readsOldValues: Bool { false }
+
   /// Tells the live queries and collectors of the node's type what the committed write did to
   /// it, and persists the change when its type is persisted. `saved` is where its journal saved
   /// its value from before the write, if it did; `stampBefore` is its stamp then.

@@ -221,6 +221,12 @@ final class _EntityNode<T: Identifiable & Sendable>: _Node<T> {
 
   override var hasConsumers: Bool { table.consumers != nil || table.persisted != nil }
 
+  override var readsOldValues: Bool { table.consumers != nil }
+
+  override func persist(_ kind: _ChangeKind, stampBefore: Stamp) {
+    if let persisted = table.persisted { persisted.ops.record(persisted, self, kind, stampBefore) }
+  }
+
   override func makeShadow(saved: Int32, stamp: Stamp) -> _AnyShadow? {
     let base: T? =
       switch saved {
@@ -234,7 +240,7 @@ final class _EntityNode<T: Identifiable & Sendable>: _Node<T> {
   override func feedConsumers(
     _ kind: _ChangeKind, saved: Int32, stampBefore: Stamp, _ core: _MapCore
   ) {
-    table.persisted?.record(self, kind, stampBefore: stampBefore, core)
+    persist(kind, stampBefore: stampBefore)
     guard let consumers = table.consumers else { return }
     consumers.feed(
       self, kind, old: saved >= 0 ? table.stash.values[Int(saved)] : nil, core)

@@ -1,0 +1,179 @@
+import Concord
+import ConcordSQLite
+import Foundation
+
+#if canImport(SQLite3)
+  import SQLite3
+#else
+  import CSQLite
+#endif
+
+extension Workloads {
+  /// A fresh database file in the temporary directory, removed with its WAL when `body` ends.
+  func withDatabase<R>(_ body: (String) throws -> R) rethrows -> R {
+    let path = NSTemporaryDirectory() + "concord-bench-\(UUID().uuidString).sqlite"
+    defer {
+      for suffix in ["", "-wal", "-shm"] {
+        try? FileManager.default.removeItem(atPath: path + suffix)
+      }
+    }
+    return try body(path)
+  }
+
+  /// A map persisting `Model`, `Person`, `Title` and `Post` in `path`.
+  func persistentMap(_ path: String) -> IdentityMap {
+    let map = IdentityMap(persistence: try! SQLiteStore(path: path))
+    map.persist(Model.self)
+    map.persist(Person.self)
+    map.persist(Title.self)
+    map.persist(Post.self)
+    return map
+  }
+
+  /// Single-entity writes with persistence on, as the calling thread pays for them (the
+  /// background writer's work is not in the time), against the same writes to a map without
+  /// persistence, over `n` held entities. The note says how fast the writer drains them.
+  func persistWrite() -> Result {
+    let writes = quick ? 10_000 : 50_000
+    var drained: [Double] = []
+    var round = 0
+    var result = withDatabase { path in
+      let map = persistentMap(path)
+      let handles = (0..<n).map { map.store(Model($0)) }
+      try! map.flush()
+      let (plain, plainHandles) = filledMap(n)
+      let result = compare(
+        "persist.write",
+        map: {
+          round += 1
+          let ns = nanoseconds {
+            for step in 0..<writes {
+              blackHole(map.store(Model((step &* 7_919) % n, round: round)))
+            }
+          }
+          drained.append(nanoseconds { try! map.flush() } / Double(writes))
+          return ns / Double(writes)
+        },
+        floor: {
+          round += 1
+          return nanoseconds {
+            for step in 0..<writes {
+              blackHole(plain.store(Model((step &* 7_919) % n, round: round)))
+            }
+          } / Double(writes)
+        })
+      precondition(map.count == n, "every entity stayed in memory")
+      withExtendedLifetime((handles, plainHandles)) {}
+      return result
+    }
+    let drain = median(drained)
+    result.note =
+      "floor: the same writes without persistence; the writer then needs \(formatTime(drain)) a write more to reach the disk"
+    result.extra = [("writerDrainNsPerWrite", drain)]
+    return result
+  }
+
+  /// A page of 100 aggregates (1 author + 5 books each) stored with persistence on, against
+  /// the same page on a map without it. Each round changes every value.
+  func persistPage() -> Result {
+    let rounds = quick ? 20 : 100
+    var round = 0
+    func page(_ round: Int) -> [Post] {
+      (0..<100).map { id in
+        var post = Post(id)
+        post.author.name += "-\(round)"
+        return post
+      }
+    }
+    return withDatabase { path in
+      let map = persistentMap(path)
+      var result = compare(
+        "persist.page",
+        map: {
+          round += 1
+          let pages = (0..<rounds).map { page(round * rounds + $0) }
+          var handle: EntityObserver<[Post]>?
+          let ns = nanoseconds {
+            for page in pages { handle = map.store(page) }
+          }
+          try! map.flush()
+          blackHole(handle)
+          return ns / Double(rounds)
+        },
+        floor: {
+          round += 1
+          let plain = IdentityMap()
+          let pages = (0..<rounds).map { page(round * rounds + $0) }
+          var handle: EntityObserver<[Post]>?
+          let ns = nanoseconds {
+            for page in pages { handle = plain.store(page) }
+          }
+          blackHole(handle)
+          return ns / Double(rounds)
+        })
+      result.note = "floor: the same page on a map without persistence"
+      return result
+    }
+  }
+
+  /// A `find` of an entity that is only in the store (read, decoded, admitted, released
+  /// again), against a raw `SELECT` of the same row by primary key on the same file.
+  func persistFindCold() -> Result {
+    let finds = quick ? 5_000 : 20_000
+    return withDatabase { path in
+      let map = persistentMap(path)
+      for start in stride(from: 0, to: n, by: 1_000) {
+        _ = map.store((start..<min(n, start + 1_000)).map { Model($0) })
+      }
+      try! map.flush()
+      let store = try! SQLiteStore(path: path)
+      let keys = (0..<n).map { try! store.encode($0) }
+      var database: OpaquePointer?
+      sqlite3_open_v2(path, &database, SQLITE_OPEN_READONLY, nil)
+      var statement: OpaquePointer?
+      sqlite3_prepare_v2(
+        database, "SELECT payload, stamp FROM entities WHERE kind = ?1 AND key = ?2", -1,
+        &statement, nil)
+      let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+      var offset = 0
+      var result = compare(
+        "persist.find.cold",
+        map: {
+          offset += finds
+          return nanoseconds {
+            for step in 0..<finds {
+              let found = map.find(Model.self, id: ((offset + step) &* 7_919) % n)
+              precondition(found != nil, "the row is there")
+              blackHole(found)
+            }
+          } / Double(finds)
+        },
+        floor: {
+          offset += finds
+          var bytes = 0
+          let ns = nanoseconds {
+            for step in 0..<finds {
+              let key = keys[((offset + step) &* 7_919) % n]
+              sqlite3_bind_text(statement, 1, "Model", -1, transient)
+              key.withUnsafeBytes {
+                _ = sqlite3_bind_blob(statement, 2, $0.baseAddress, Int32($0.count), transient)
+              }
+              precondition(sqlite3_step(statement) == SQLITE_ROW, "the row is there")
+              let count = Int(sqlite3_column_bytes(statement, 0))
+              let payload = Array(
+                UnsafeRawBufferPointer(start: sqlite3_column_blob(statement, 0), count: count))
+              bytes &+= payload.count
+              sqlite3_reset(statement)
+            }
+          }
+          blackHole(bytes)
+          return ns / Double(finds)
+        })
+      sqlite3_finalize(statement)
+      sqlite3_close(database)
+      precondition(map.count == 0, "every found entity was released again")
+      result.note = "floor: a raw SELECT of the row by primary key, bytes copied, not decoded"
+      return result
+    }
+  }
+}
