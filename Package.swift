@@ -37,7 +37,7 @@ let package = Package(
       path: "Benchmarks/ConcordBenchmarks"
     ),
     .target(name: "CBenchmarkSupport", path: "Benchmarks/CBenchmarkSupport"),
-    .executableTarget(name: "ConcordDemo", dependencies: ["Concord"]),
+    .executableTarget(name: "ConcordDemo", dependencies: ["Concord", "ConcordSQLite"]),
     // Helpers the test targets share: a seeded generator and a locked box.
     .target(name: "TestSupport", path: "Tests/TestSupport"),
     .testTarget(

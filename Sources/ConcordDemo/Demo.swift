@@ -11,6 +11,8 @@ struct Demo {
   var source = "ws"
   /// The line before which the story closes the book screen; `nil` keeps it open.
   var closeBookScreenBeforeLine: Int? = 4
+  /// The SQLite file of `--db`: the client starts from what it holds, and keeps what it saw.
+  var database: String?
 
   /// What a run did, for the summary and for tests.
   struct Outcome: Equatable {
@@ -26,16 +28,30 @@ struct Demo {
     /// The titles on Ursula's shelf at the end.
     var shelf: [String] = []
     var user: User?
+    /// The feed page the database held when the run started, if any.
+    var cachedFeed: FeedPage?
   }
 
   /// Plays the story and returns what happened.
   @discardableResult
   func run() throws -> Outcome {
-    let client = ReadingClient(console: console, quiet: false)
+    let client = try ReadingClient(console: console, quiet: false, database: database)
     let map = client.map
+    var outcome = Outcome()
+
+    // Offline first: the last feed this app saw, from disk, shown until the network answers.
+    var cached: EntityObserver<FeedPage>?
+    if let database {
+      cached = map.find(FeedPage.self, id: 1)
+      outcome.cachedFeed = cached?.value
+      let titles = cached?.value.books.map { "\($0.title) — \($0.author.name)" }
+      console.write("open \((database as NSString).lastPathComponent)")
+      console.say("cache", titles?.joined(separator: " · ") ?? "no feed yet: a first launch")
+    }
 
     console.write("GET /feed?page=1")
     let page = try client.loadFeed(ScriptedServer.feedPage)
+    cached = nil
     console.write("GET /authors/1")
     let profile = try client.loadAuthor(ScriptedServer.authorProfile)
     let feed = Screen.feed(page, console: console, quiet: false)
@@ -51,7 +67,6 @@ struct Demo {
     try client.loadMe(ScriptedServer.me)
     console.say("map", "\(map.count) entities live")
 
-    var outcome = Outcome()
     for (line, result) in Event.parse(lines: events) {
       if let closing = closeBookScreenBeforeLine, line >= closing, bookScreen != nil {
         console.write("close the book screen")
@@ -86,6 +101,10 @@ struct Demo {
         + "redraws: feed \(outcome.feedDraws), author \(outcome.authorDraws), "
         + "shelf \(outcome.shelfDraws), header \(outcome.headerDraws)"
     )
+    if database != nil {
+      try map.flush()
+      console.say("cache", "saved for the next launch")
+    }
     client.log.muted.increment()
     return outcome
   }

@@ -1,4 +1,5 @@
 import Concord
+import ConcordSQLite
 import Foundation
 
 /// The networking layer of the reading app: it stores what the server says into an
@@ -8,9 +9,19 @@ final class ReadingClient: Sendable {
   /// What the map logged, as the demo reports it.
   let log: DemoLogger
 
-  init(console: Console, quiet: Bool) {
+  /// A client whose map is in memory only, or, with `database`, also kept in that SQLite file,
+  /// so that the next launch starts from what this one saw.
+  init(console: Console, quiet: Bool, database: String? = nil) throws {
     log = DemoLogger(console: console, quiet: quiet)
-    map = IdentityMap(logger: log)
+    guard let database else {
+      map = IdentityMap(logger: log)
+      return
+    }
+    map = IdentityMap(logger: log, persistence: try SQLiteStore(path: database))
+    map.persist(Author.self)
+    map.persist(Book.self)
+    map.persist(FeedPage.self)
+    map.persist(User.self)
   }
 
   // MARK: REST
@@ -93,7 +104,7 @@ final class DemoLogger: IdentityMapLogger {
     switch event {
     case .discardedStale:
       refused.increment()
-    case .removed, .released:
+    case .removed, .released, .persistenceFailed, .undecodableRecord:
       break
     default:
       return

@@ -53,7 +53,7 @@ struct Throughput {
 
   @discardableResult
   func run() throws -> Outcome {
-    let client = ReadingClient(console: console, quiet: true)
+    let client = try ReadingClient(console: console, quiet: true)
     let page = try client.loadFeed(ScriptedServer.feedPage)
     let feed = Screen.feed(page, console: console, quiet: true)
     let author = Screen.author(client.map.find(Author.self, id: 1)!, console: console, quiet: true)

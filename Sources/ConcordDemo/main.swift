@@ -4,9 +4,11 @@
 import Foundation
 
 let usage = """
-  usage: ConcordDemo [--replay FILE] [--events N] [--seed S]
+  usage: ConcordDemo [--db PATH] [--replay FILE] [--events N] [--seed S]
 
     (no option)     play the scripted story: REST pages, then websocket events
+    --db PATH       keep the client's map in the SQLite file PATH: a second run starts by
+                    showing the feed cached there, before the scripted server answers
     --replay FILE   play the websocket events of FILE, a JSON Lines capture
                     (one event per line; see Examples/events.jsonl and the README)
     --events N      decode and apply N generated events, then print the throughput
@@ -19,6 +21,7 @@ func fail(_ message: String) -> Never {
 }
 
 var replay: String?
+var database: String?
 var events: Int?
 var seed: UInt64 = 42
 var arguments = CommandLine.arguments.dropFirst()[...]
@@ -29,6 +32,7 @@ while let argument = arguments.popFirst() {
   }
   switch argument {
   case "--replay": replay = value()
+  case "--db": database = value()
   case "--events":
     guard let count = Int(value()), count > 0 else { fail("--events needs a positive integer") }
     events = count
@@ -50,13 +54,16 @@ do {
       fail("cannot read \(replay)")
     }
     var demo = Demo(console: .standardOutput)
+    demo.database = database
     demo.events = text
     demo.source = (replay as NSString).lastPathComponent
     demo.closeBookScreenBeforeLine = nil
     try demo.run()
   } else {
     print("Concord demo: a reading app's client and a scripted server\n")
-    try Demo(console: .standardOutput).run()
+    var demo = Demo(console: .standardOutput)
+    demo.database = database
+    try demo.run()
   }
 } catch {
   FileHandle.standardError.write(Data("error: \(error)\n".utf8))

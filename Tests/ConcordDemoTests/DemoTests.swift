@@ -40,6 +40,30 @@ struct DemoTests {
     #expect(outcome.shelfDraws == 4, "opened, the rename, the burst, the removal")
   }
 
+  @Test func aSecondRunWithTheSameDatabaseStartsFromTheCachedFeed() throws {
+    let directory = NSTemporaryDirectory() + "concord-demo-\(UUID().uuidString)"
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    var demo = Demo(console: Transcript().console)
+    demo.database = directory + "/demo.sqlite"
+
+    let first = try demo.run()
+    #expect(first.cachedFeed == nil, "a first launch has nothing cached")
+
+    let transcript = Transcript()
+    demo = Demo(console: transcript.console)
+    demo.database = directory + "/demo.sqlite"
+    let second = try demo.run()
+    #expect(second.cachedFeed == first.feed, "the feed the first run ended with")
+    // The cached feed is shown before the server is asked for anything.
+    let lines = transcript.lines
+    let cache = try #require(lines.firstIndex { $0.contains("cache  │ A Wizard of Earthsea") })
+    let request = try #require(lines.firstIndex(of: "GET /feed?page=1"))
+    #expect(cache < request)
+    // The cache is newer than the scripted page: its older stamps are refused.
+    #expect(lines.contains { $0.contains("discarded stale write to Book(earthsea)") })
+  }
+
   @Test func theTranscriptTellsTheStory() throws {
     let transcript = Transcript()
     try Demo(console: transcript.console).run()
