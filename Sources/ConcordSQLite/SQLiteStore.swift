@@ -12,7 +12,7 @@ import Concord
   import Foundation
 #endif
 
-/// A ``Concord/PersistentStore`` in an SQLite database file, through the system's SQLite.
+/// A `PersistentStore` in an SQLite database file, through the system's SQLite.
 ///
 /// ```swift
 /// let store = try SQLiteStore(path: cachesDirectory + "/concord.sqlite")
@@ -220,7 +220,7 @@ public final class SQLiteStore: PersistentStore, @unchecked Sendable {
 
   /// How many entity rows the database holds, all kinds together, or of `kind` only.
   ///
-  /// For tests and diagnostics: it reads what has been written, so ``IdentityMap/flush()``
+  /// For tests and diagnostics: it reads what has been written, so `IdentityMap.flush()`
   /// first.
   public func rowCount(kind: String? = nil) throws -> Int {
     try reader.withLock {
