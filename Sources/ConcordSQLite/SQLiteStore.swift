@@ -64,6 +64,14 @@ public final class SQLiteStore: PersistentStore, @unchecked Sendable {
   public let path: String
   private let writer: _Connection
   private let reader: _Connection
+  /// Shared by every call: configured once, then only read. NB: made once, because making an
+  /// encoder for each change was a good part of the writer's time.
+  private let encoder: JSONEncoder = {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys]
+    return encoder
+  }()
+  private let decoder = JSONDecoder()
 
   /// Opens the database at `path`, creating it (and its schema) if there is none.
   ///
@@ -128,14 +136,12 @@ public final class SQLiteStore: PersistentStore, @unchecked Sendable {
 
   /// JSON, keys sorted, so that equal ids make equal keys.
   public func encode<Value: Encodable>(_ value: Value) throws -> [UInt8] {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.sortedKeys]
-    return Array(try encoder.encode(value))
+    Array(try encoder.encode(value))
   }
 
   /// Decodes what ``encode(_:)`` made.
   public func decode<Value: Decodable>(_ type: Value.Type, from bytes: [UInt8]) throws -> Value {
-    try JSONDecoder().decode(type, from: Data(bytes))
+    try decoder.decode(type, from: Data(bytes))
   }
 
   /// Reads one entity's row, on the reading connection.

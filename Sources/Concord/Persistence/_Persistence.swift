@@ -94,9 +94,13 @@ final class _Persistence: @unchecked Sendable {
   private func write() {
     while true {
       lock.lock()
-      let ops = failed + queued
-      failed = []
-      queued = []
+      var ops: [_PersistOp] = []
+      // NB: swapped out, not copied: the committing thread waits for this lock.
+      swap(&ops, &queued)
+      if !failed.isEmpty {
+        ops = failed + ops
+        failed = []
+      }
       guard !ops.isEmpty else {
         isWriting = false
         lock.unlock()
@@ -133,9 +137,12 @@ final class _Persistence: @unchecked Sendable {
       report(error, while: "writing \(changes.count) changes")
       return false
     }
-    lock.lock()
-    for op in encodable { op.forget(in: self) }
-    lock.unlock()
+    // NB: in slices, so that a committing thread never waits long for the lock.
+    for start in stride(from: 0, to: encodable.count, by: 256) {
+      lock.lock()
+      for op in encodable[start..<min(start + 256, encodable.count)] { op.forget(in: self) }
+      lock.unlock()
+    }
     return true
   }
 
