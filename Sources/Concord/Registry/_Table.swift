@@ -135,6 +135,7 @@ struct _EntityOps<T: Identifiable & Sendable> {
   @usableFromInline let lowerShadow: (_Shadow<T>, _MapCore) -> Void
   @usableFromInline let raiseShadow: (_Shadow<T>, _MapCore) -> Void
   @usableFromInline let keepShadowBase: (_Shadow<T>) -> Void
+  @usableFromInline let persist: (_EntityNode<T>, _ChangeKind, Stamp) -> Void
 
   @inlinable
   init() {
@@ -150,6 +151,11 @@ struct _EntityOps<T: Identifiable & Sendable> {
     lowerShadow = { shadow, core in shadow._lower(core) }
     raiseShadow = { shadow, core in shadow._raise(core) }
     keepShadowBase = { shadow in shadow._keepAsBase() }
+    persist = { node, kind, stampBefore in
+      if let persisted = node.table.persisted {
+        persisted.ops.record(persisted, node, kind, stampBefore)
+      }
+    }
   }
 }
 
@@ -224,7 +230,7 @@ final class _EntityNode<T: Identifiable & Sendable>: _Node<T> {
   override var readsOldValues: Bool { table.consumers != nil }
 
   override func persist(_ kind: _ChangeKind, stampBefore: Stamp) {
-    if let persisted = table.persisted { persisted.ops.record(persisted, self, kind, stampBefore) }
+    table.ops.persist(self, kind, stampBefore)
   }
 
   override func makeShadow(saved: Int32, stamp: Stamp) -> _AnyShadow? {
