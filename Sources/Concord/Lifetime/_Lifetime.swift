@@ -161,7 +161,6 @@ extension _MapCore {
     node.s.flags.insert(.purged)
     if node.s.flags.contains(.query) { node.detachConsumer(self) }
     if node.s.flags.contains(.registered) {
-      if registry.persistedTypes > 0 { node.persistLeaving() }
       node.unregister(from: self)
       if !node.s.flags.contains(.alias) { outbox.logReleased(node) }
     }

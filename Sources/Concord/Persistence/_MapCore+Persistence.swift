@@ -136,8 +136,6 @@ struct _PersistedOps<T: Identifiable & Sendable> {
   /// Lists and unlists an op in `_Persisted.unapplied`; see `_PersistOp`.
   @usableFromInline let note: (_Persisted<T>, _PersistOp) -> Void
   @usableFromInline let forget: (_Persisted<T>, _PersistOp) -> Void
-  /// Lists the value of an entity leaving memory for reads; see `_Persistence.snapshot(_:)`.
-  @usableFromInline let snapshot: (_Persisted<T>, _EntityNode<T>) -> Void
   /// The op saving an alias naming entities of `T`, given their values.
   @usableFromInline let saveAlias: (String, String, [T], Stamp?) -> _PersistOp
   @usableFromInline let decode: ([UInt8]) throws -> T
@@ -154,23 +152,13 @@ struct _PersistedOps<T: Identifiable & Sendable> {
     }
     note = { persisted, op in
       let op = unsafeDowncast(op, to: _EntityChange<T>.self)
-      // NB: a save is listed only when its entity leaves memory (`snapshot`), a deletion at
-      // once: reads only look for entities not in memory.
-      guard op.value == nil || op.isSnapshot else { return }
       persisted.unapplied[op.id] = _Pending(serial: op.serial, value: op.value, stamp: op.stamp)
     }
     forget = { persisted, op in
       let op = unsafeDowncast(op, to: _EntityChange<T>.self)
-      guard op.value == nil || op.isSnapshot else { return }
       if persisted.unapplied[op.id]?.serial == op.serial {
         persisted.unapplied.removeValue(forKey: op.id)
       }
-    }
-    snapshot = { persisted, node in
-      let stamp: Stamp? = node.s.stamp.isNaN ? nil : node.s.stamp
-      let entry = _EntityChange(persisted, id: node.value.id, value: node.value, stamp: stamp)
-      entry.isSnapshot = true
-      persisted.persistence.snapshot(entry)
     }
     saveAlias = { name, kind, values, stamp in
       _AliasSave(name: name, kind: kind, values: values, stamp: stamp)
@@ -189,9 +177,6 @@ where T.ID: Codable {
   @usableFromInline let id: T.ID
   @usableFromInline let value: T?
   @usableFromInline let stamp: Stamp?
-  /// Whether this is not a change but the value of an entity leaving memory, listed for reads
-  /// until the changes before it are applied.
-  @usableFromInline var isSnapshot = false
 
   @inlinable
   init(_ persisted: _Persisted<T>, id: T.ID, value: T?, stamp: Stamp?) {

@@ -52,13 +52,7 @@ final class _Persistence: @unchecked Sendable {
   var unappliedWipes: [String: Int] = [:]
   /// The newest unapplied change of each alias: the entities it names, or `nil` when deleted.
   var unappliedAliases: [String: (serial: Int, values: Any?, stamp: Stamp?)] = [:]
-  /// The serial of the newest change handed over, and of the newest applied (every change up
-  /// to it is applied or was dropped because it could not be encoded).
-  private(set) var lastSerial = 0
-  private var appliedThrough = 0
-  /// Values of entities that left memory while changes were unapplied, oldest first: see
-  /// `snapshot(_:)`. They are unlisted once everything up to their serial is applied.
-  private var snapshots: [_PersistOp] = []
+  private var lastSerial = 0
   private var isWriting = false
   private var firstError: (any Error)?
 
@@ -149,44 +143,7 @@ final class _Persistence: @unchecked Sendable {
       for op in encodable[start..<min(start + 256, encodable.count)] { op.forget(in: self) }
       lock.unlock()
     }
-    lock.lock()
-    appliedThrough = max(appliedThrough, ops.last?.serial ?? 0)
-    lock.unlock()
-    forgetSnapshots()
     return true
-  }
-
-  /// Unlists the snapshots whose changes are all applied, a slice at a time.
-  private func forgetSnapshots() {
-    while true {
-      lock.lock()
-      var count = 0
-      while count < snapshots.count && count < 256 && snapshots[count].serial <= appliedThrough {
-        snapshots[count].forget(in: self)
-        count += 1
-      }
-      snapshots.removeFirst(count)
-      let more = count == 256
-      lock.unlock()
-      if !more { return }
-    }
-  }
-
-  /// Lists `entry`, the value of an entity leaving memory, as its newest unapplied value, if
-  /// any change handed over is not applied yet: the entity's own may be among them, and until
-  /// it is applied, only this entry lets a read find it. Under the map's lock.
-  ///
-  /// NB: this is why a write of an entity in memory lists nothing for reads: reads only look
-  /// for entities not in memory, and an entity leaves memory here or by a removal, whose
-  /// deletion is listed when it is handed over.
-  @usableFromInline
-  func snapshot(_ entry: _PersistOp) {
-    lock.lock()
-    defer { lock.unlock() }
-    guard lastSerial > appliedThrough else { return }
-    entry.serial = lastSerial
-    entry.note(in: self)
-    snapshots.append(entry)
   }
 
   /// Keeps the first error since the last flush, and logs it.

@@ -322,11 +322,6 @@ class _AnyNode {
   @usableFromInline
   func persist(_: _ChangeKind, stampBefore _: Stamp) {}
 
-  /// Lists, for reads, the value of an entity of a persisted type that leaves memory while
-  /// changes are unapplied; see `_Persistence.snapshot(_:)`.
-  @usableFromInline
-  func persistLeaving() {}
-
   /// Whether consumers of this node's changes compare them with its value before the write:
   /// an entity whose type has live queries or collectors.
   @usableFromInline

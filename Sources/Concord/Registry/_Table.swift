@@ -136,7 +136,6 @@ struct _EntityOps<T: Identifiable & Sendable> {
   @usableFromInline let raiseShadow: (_Shadow<T>, _MapCore) -> Void
   @usableFromInline let keepShadowBase: (_Shadow<T>) -> Void
   @usableFromInline let persist: (_EntityNode<T>, _ChangeKind, Stamp) -> Void
-  @usableFromInline let snapshot: (_EntityNode<T>) -> Void
 
   @inlinable
   init() {
@@ -152,9 +151,6 @@ struct _EntityOps<T: Identifiable & Sendable> {
     lowerShadow = { shadow, core in shadow._lower(core) }
     raiseShadow = { shadow, core in shadow._raise(core) }
     keepShadowBase = { shadow in shadow._keepAsBase() }
-    snapshot = { node in
-      if let persisted = node.table.persisted { persisted.ops.snapshot(persisted, node) }
-    }
     persist = { node, kind, stampBefore in
       if let persisted = node.table.persisted {
         persisted.ops.record(persisted, node, kind, stampBefore)
@@ -236,8 +232,6 @@ final class _EntityNode<T: Identifiable & Sendable>: _Node<T> {
   override func persist(_ kind: _ChangeKind, stampBefore: Stamp) {
     table.ops.persist(self, kind, stampBefore)
   }
-
-  override func persistLeaving() { table.ops.snapshot(self) }
 
   override func makeShadow(saved: Int32, stamp: Stamp) -> _AnyShadow? {
     let base: T? =
