@@ -1,3 +1,5 @@
+import Dispatch
+
 /// A handle on one stored value: an entity, the entities of a batch store, or an alias.
 ///
 /// The handle reads the map live and keeps what it observes alive: as long as a copy of it
@@ -84,7 +86,7 @@ public struct EntityObserver<Value: Sendable>: Sendable {
   private func subscribe(
     includingCurrentValue: Bool, endsOnRemoval: Bool = false,
     _ make: (_ lastVersion: UInt64) -> _Subscriber<Value>,
-    prepare: (Subscription) -> Void = { _ in }
+    prepare: (Subscription) -> Void = { _ in }, onCancel: (@Sendable () -> Void)? = nil
   ) -> Subscription {
     let core = _handle.core
     let node = _handle.node
@@ -100,13 +102,38 @@ public struct EntityObserver<Value: Sendable>: Sendable {
         subscriber, node.value, core.frame.version, node.s.flags.contains(.removed), insideWrite
       )
     }
-    let subscription = Subscription(core: core, node: node, subscriber: subscriber)
+    let subscription = Subscription(
+      core: core, node: node, subscriber: subscriber, onCancel: onCancel)
     prepare(subscription)
     guard !insideWrite else { return subscription }
     let lock = core.deliveryLock
     if includingCurrentValue { subscriber.deliver(value, version: version, lock) }
     if endsOnRemoval && isRemoved { subscriber.removed(value, lock) }
     return subscription
+  }
+
+  /// Like ``observe(_:)``, but calls `onChange` on `queue`: in commit order, never with an
+  /// older value after a newer one, and, when the queue lags behind the writes, with the newest
+  /// value only (the ones in between are skipped).
+  ///
+  /// ```swift
+  /// let subscription = issue.observe(on: .main) { issue in
+  ///   titleLabel.text = issue.title  // on the main queue
+  /// }
+  /// ```
+  ///
+  /// One call of `onChange` runs at a time, even on a concurrent queue. After
+  /// ``Subscription/cancel()`` returns, a value not yet handed to the queue is never delivered;
+  /// a call already running finishes. Like every subscription, it holds the entity while it
+  /// lives.
+  public func observe(
+    on queue: DispatchQueue, _ onChange: @escaping @Sendable (Value) -> Void
+  ) -> Subscription {
+    let relay = _QueueRelay(queue: queue, onChange: onChange)
+    return subscribe(
+      includingCurrentValue: false,
+      { _Subscriber<Value>(lastVersion: $0, onValue: { relay.offer($0) }) },
+      onCancel: { relay.cancel() })
   }
 
   /// The current value, then each committed change.

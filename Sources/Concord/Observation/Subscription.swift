@@ -13,10 +13,18 @@ public final class Subscription: Hashable, Sendable {
   nonisolated(unsafe) private let node: _AnyNode
   nonisolated(unsafe) private let subscriber: _AnySubscriber
 
-  init(core: _MapCore, node: _AnyNode, subscriber: _AnySubscriber) {
+  /// Runs when the subscription is cancelled, before the map forgets the subscriber: see
+  /// ``EntityObserver/observe(on:_:)``.
+  private let onCancel: (@Sendable () -> Void)?
+
+  init(
+    core: _MapCore, node: _AnyNode, subscriber: _AnySubscriber,
+    onCancel: (@Sendable () -> Void)? = nil
+  ) {
     self.core = core
     self.node = node
     self.subscriber = subscriber
+    self.onCancel = onCancel
   }
 
   deinit {
@@ -29,6 +37,7 @@ public final class Subscription: Hashable, Sendable {
   /// finishes. Calling it again does nothing. It is safe from any thread and from inside the
   /// callback itself.
   public func cancel() {
+    onCancel?()
     core.cancel(subscriber, on: node)
   }
 

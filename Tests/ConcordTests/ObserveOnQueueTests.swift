@@ -1,0 +1,102 @@
+import Dispatch
+import Foundation
+import TestSupport
+import Testing
+
+@testable import Concord
+
+@Suite("observe(on:): delivery on a chosen queue, in commit order, the newest kept")
+struct ObserveOnQueueTests {
+  static let key = DispatchSpecificKey<String>()
+
+  /// A serial queue that says its name when asked from inside.
+  func queue(_ name: String) -> DispatchQueue {
+    let queue = DispatchQueue(label: name)
+    queue.setSpecific(key: Self.key, value: name)
+    return queue
+  }
+
+  @Test("Each change is delivered on the queue")
+  func deliversOnTheQueue() {
+    let map = IdentityMap()
+    let counter = map.store(Counter(id: 1, value: 0))
+    let seen = Locked<[String?]>([])
+    let ui = queue("ui")
+    let subscription = counter.observe(on: ui) { _ in
+      seen.append(DispatchQueue.getSpecific(key: Self.key))
+    }
+    map.update(Counter.self, id: 1) { $0.value = 1 }
+    ui.sync {}
+    #expect(seen.value == ["ui"])
+    withExtendedLifetime(subscription) {}
+  }
+
+  @Test("With 8 concurrent writers, never older after newer, and the last value arrives")
+  func concurrentWritersInOrder() async {
+    let map = IdentityMap()
+    let counter = map.store(Counter(id: 1, value: 0))
+    let seen = Locked<[Int]>([])
+    let ui = queue("ui")
+    let subscription = counter.observe(on: ui) { seen.append($0.value) }
+    await withTaskGroup(of: Void.self) { group in
+      for _ in 0..<8 {
+        group.addTask {
+          for _ in 0..<500 { map.update(Counter.self, id: 1) { $0.value += 1 } }
+        }
+      }
+    }
+    ui.sync {}
+    let values = seen.value
+    #expect(!values.isEmpty)
+    #expect(zip(values, values.dropFirst()).allSatisfy { $0 < $1 }, "strictly increasing")
+    #expect(values.last == 4_000)
+    withExtendedLifetime(subscription) {}
+  }
+
+  @Test("A queue that lags gets the newest value, once")
+  func laggingQueueGetsTheNewest() {
+    let map = IdentityMap()
+    let counter = map.store(Counter(id: 1, value: 0))
+    let seen = Locked<[Int]>([])
+    let ui = queue("ui")
+    let subscription = counter.observe(on: ui) { seen.append($0.value) }
+    let busy = DispatchSemaphore(value: 0)
+    ui.async { busy.wait() }  // the queue is busy while 100 writes commit
+    for value in 1...100 { map.update(Counter.self, id: 1) { $0.value = value } }
+    busy.signal()
+    ui.sync {}
+    #expect(seen.value == [100])
+    withExtendedLifetime(subscription) {}
+  }
+
+  @Test("After cancel, nothing not yet delivered is delivered")
+  func cancelDropsPendingValues() {
+    let map = IdentityMap()
+    let counter = map.store(Counter(id: 1, value: 0))
+    let seen = Locked<[Int]>([])
+    let ui = queue("ui")
+    let subscription = counter.observe(on: ui) { seen.append($0.value) }
+    let busy = DispatchSemaphore(value: 0)
+    ui.async { busy.wait() }
+    map.update(Counter.self, id: 1) { $0.value = 1 }
+    subscription.cancel()
+    map.update(Counter.self, id: 1) { $0.value = 2 }
+    busy.signal()
+    ui.sync {}
+    #expect(seen.value.isEmpty)
+  }
+
+  @Test("The subscription holds the entity while it lives")
+  func holdsTheEntity() {
+    let map = IdentityMap()
+    var subscription: Subscription?
+    do {
+      let counter = map.store(Counter(id: 1, value: 0))
+      subscription = counter.observe(on: queue("ui")) { _ in }
+    }
+    #expect(map.find(Counter.self, id: 1) != nil)
+    subscription = nil
+    #expect(map.find(Counter.self, id: 1) == nil)
+    withExtendedLifetime(subscription) {}
+  }
+}
