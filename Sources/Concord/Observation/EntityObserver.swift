@@ -141,6 +141,11 @@ public struct EntityObserver<Value: Sendable>: Sendable {
   /// The stream keeps only the newest value when its reader lags behind. For a single entity it
   /// finishes when the entity is removed (at once if it already is). Ending the iteration, or
   /// dropping the stream, cancels the underlying subscription.
+  ///
+  /// The subscription starts when you read this property, not when iteration starts: from then
+  /// on, the stream holds the entity, as any subscription does, until it is dropped or its
+  /// iteration ends. A stream read but never iterated keeps its entity alive while it lives, so
+  /// read `values` where you iterate it (`for await value in handle.values`).
   public var values: AsyncStream<Value> {
     let (stream, continuation) = AsyncStream.makeStream(
       of: Value.self, bufferingPolicy: .bufferingNewest(1))
