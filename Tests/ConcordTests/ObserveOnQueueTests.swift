@@ -99,4 +99,52 @@ struct ObserveOnQueueTests {
     #expect(map.find(Counter.self, id: 1) == nil)
     withExtendedLifetime(subscription) {}
   }
+
+  @Test(
+    "Seeded random writes, lags, syncs and a cancel agree with the model", arguments: [1, 2, 3])
+  func seededModel(seed: UInt64) {
+    var generator = SeededGenerator(seed: seed &* 0x5DEE_CE66)
+    let map = IdentityMap()
+    let counter = map.store(Counter(id: 1, value: 0))
+    let seen = Locked<[Int]>([])
+    let ui = queue("ui")
+    var subscription: Subscription? = counter.observe(on: ui) { seen.append($0.value) }
+    // The model: the last value written, the values seen when the subscription was cancelled,
+    // and whether the queue is blocked now.
+    var written = 0
+    var seenAtCancel: Int?
+    var blocker: DispatchSemaphore?
+    for _ in 0..<max(200, randomSteps(share: 200)) {
+      switch Int.random(in: 0..<10, using: &generator) {
+      case 0..<6:
+        written += 1
+        map.update(Counter.self, id: 1) { $0.value += 1 }
+      case 6:
+        guard blocker == nil else { continue }
+        let semaphore = DispatchSemaphore(value: 0)
+        ui.async { semaphore.wait() }
+        blocker = semaphore
+      case 7:
+        blocker?.signal()
+        blocker = nil
+      case 8:
+        guard blocker == nil else { continue }
+        ui.sync {}
+        // Nothing is in flight: the queue has delivered the newest value, unless cancelled.
+        if seenAtCancel == nil { #expect(seen.value.last ?? 0 == written) }
+      default:
+        guard seenAtCancel == nil, blocker != nil, Bool.random(using: &generator) else { continue }
+        subscription?.cancel()
+        seenAtCancel = seen.value.count
+      }
+      let values = seen.value
+      #expect(zip(values, values.dropFirst()).allSatisfy { $0 < $1 }, "never older after newer")
+      #expect((values.last ?? 0) <= written)
+      if let seenAtCancel { #expect(values.count == seenAtCancel, "nothing after cancel") }
+    }
+    blocker?.signal()
+    ui.sync {}
+    subscription = nil
+    withExtendedLifetime(subscription) {}
+  }
 }

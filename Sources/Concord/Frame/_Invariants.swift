@@ -38,6 +38,12 @@ extension _MapCore {
     check(
       consumers == registry.consumerCount,
       "\(registry.consumerCount) consumers counted, \(consumers) attached")
+    let persisted = registry.tables.filter(\.isPersisted).count
+    check(
+      persisted == registry.persistedTypes && persisted == (persistence?.kinds.count ?? 0)
+        && persistence?.current.isEmpty ?? true,
+      "\(registry.persistedTypes) persisted types counted, \(persisted) tables persisted, or "
+        + "changes for the store left after the commit")
 
     var nodes: [_AnyNode] = []
     if let touched {

@@ -203,38 +203,23 @@ where T.ID: Codable {
 
 /// The save of an alias naming entities of `T`.
 @usableFromInline
-final class _AliasSave<T: Identifiable & Codable & Sendable>: _PersistOp, @unchecked Sendable
+final class _AliasSave<T: Identifiable & Codable & Sendable>: _AliasOp, @unchecked Sendable
 where T.ID: Codable {
-  let name: String
   let kind: String
-  let values: [T]
-  let stamp: Stamp?
+  let entities: [T]
 
   @usableFromInline
   init(name: String, kind: String, values: [T], stamp: Stamp?) {
-    self.name = name
     self.kind = kind
-    self.values = values
-    self.stamp = stamp
+    entities = values
+    super.init(name: name, values: values, stamp: stamp)
   }
 
   override func change(_ store: any PersistentStore) throws -> PersistentChange {
     .saveAlias(
       name: name, kind: kind,
-      record: PersistentRecord(payload: try store.encode(values.map(\.id)), stamp: stamp))
+      record: PersistentRecord(payload: try store.encode(entities.map(\.id)), stamp: stamp))
   }
-
-  override func note(in persistence: _Persistence) {
-    persistence.unappliedAliases[name] = (serial, values, stamp)
-  }
-
-  override func forget(in persistence: _Persistence) {
-    if persistence.unappliedAliases[name]?.serial == serial {
-      persistence.unappliedAliases[name] = nil
-    }
-  }
-
-  override var description: String { "alias \"\(name)\"" }
 }
 
 /// An entity of a persisted type, by kind and id: what a load is loading.
@@ -475,7 +460,7 @@ extension _MapCore {
     guard node.persist == nil else { return }
     let name = node.id.name
     node.persist = { node in
-      guard let value = node.value else { return _AliasDeletion(name: name) }
+      guard let value = node.value else { return _AliasOp(name: name, values: nil, stamp: nil) }
       return persisted.ops.saveAlias(
         name, persisted.kind, values(value), node.s.stamp.isNaN ? nil : node.s.stamp)
     }
@@ -498,6 +483,6 @@ extension _MapCore {
   @usableFromInline
   func persistRemovingAlias(_ name: String) {
     guard registry.persistedTypes > 0, let persistence else { return }
-    persistence.current.append(_AliasDeletion(name: name))
+    persistence.current.append(_AliasOp(name: name, values: nil, stamp: nil))
   }
 }

@@ -250,12 +250,20 @@ final class _WipeOp: _PersistOp, @unchecked Sendable {
   override var description: String { "\(wipe)" }
 }
 
-/// The deletion of an alias, whatever its type.
-final class _AliasDeletion: _PersistOp, @unchecked Sendable {
+/// A change of an alias: its deletion, whatever its type, or (`_AliasSave`) the entities it
+/// names. Listed for reads by name, with the values saved (`nil` for a deletion).
+@usableFromInline
+class _AliasOp: _PersistOp, @unchecked Sendable {
   let name: String
+  /// The entities the alias names, as `[T]`; `nil` for a deletion.
+  let values: Any?
+  let stamp: Stamp?
 
-  init(name: String) {
+  @usableFromInline
+  init(name: String, values: Any?, stamp: Stamp?) {
     self.name = name
+    self.values = values
+    self.stamp = stamp
   }
 
   override func change(_: any PersistentStore) throws -> PersistentChange {
@@ -263,7 +271,7 @@ final class _AliasDeletion: _PersistOp, @unchecked Sendable {
   }
 
   override func note(in persistence: _Persistence) {
-    persistence.unappliedAliases[name] = (serial, nil, nil)
+    persistence.unappliedAliases[name] = (serial, values, stamp)
   }
 
   override func forget(in persistence: _Persistence) {
@@ -272,5 +280,5 @@ final class _AliasDeletion: _PersistOp, @unchecked Sendable {
     }
   }
 
-  override var description: String { "the deletion of alias \"\(name)\"" }
+  override var description: String { "alias \"\(name)\"" }
 }

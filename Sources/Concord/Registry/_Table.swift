@@ -17,6 +17,9 @@ class _AnyTable {
 
   /// What is wrong with the table's indexes, if anything; for `_checkInvariants`.
   var indexProblem: String? { nil }
+
+  /// Whether the table's type is persisted; for `_checkInvariants`.
+  var isPersisted: Bool { false }
 }
 
 /// The nodes of entity type `T`.
@@ -112,6 +115,8 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
   override var queryNodes: [_AnyNode] { consumers?.queryNodes ?? [] }
 
   override var indexProblem: String? { consumers?.problem }
+
+  override var isPersisted: Bool { persisted != nil }
 }
 
 /// The operations on an entity node that depend on its type, as closures.
