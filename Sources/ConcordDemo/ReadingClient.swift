@@ -101,7 +101,7 @@ final class DemoLogger: IdentityMapLogger {
   }
 
   func log(_ event: IdentityMapEvent) {
-    switch event {
+    switch event.kind {
     case .discardedStale:
       refused.increment()
     case .removed, .released, .persistenceFailed, .undecodableRecord:

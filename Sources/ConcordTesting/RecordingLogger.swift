@@ -29,22 +29,18 @@ public final class RecordingLogger: IdentityMapLogger, @unchecked Sendable {
   /// and the stamp the write came with.
   public var staleWrites: [(target: IdentityMapEvent.Target, stored: Stamp, incoming: Stamp)] {
     events.compactMap { event in
-      guard case .discardedStale(let target, let stored, let incoming) = event else { return nil }
+      guard let target = event.target, let stored = event.storedStamp,
+        let incoming = event.incomingStamp
+      else { return nil }
       return (target, stored, incoming)
     }
   }
 
-  /// The events about one entity, oldest first.
+  /// The events about one entity (those whose ``IdentityMapEvent/entity`` it is), oldest
+  /// first.
   public func events<T: Identifiable>(about type: T.Type, id: T.ID) -> [IdentityMapEvent] {
     let reference = EntityReference(type, id: id)
-    return events.filter { event in
-      switch event {
-      case .stored(let subject, _), .removed(let subject), .released(let subject):
-        subject == reference
-      case .discardedStale(.entity(let subject), _, _): subject == reference
-      default: false
-      }
-    }
+    return events.filter { $0.entity == reference }
   }
 
   /// Forgets every event recorded so far.

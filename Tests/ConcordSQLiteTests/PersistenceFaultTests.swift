@@ -114,10 +114,7 @@ struct PersistenceFaultTests {
     #expect(throws: FlakyStore.Failure.self) { try map.flush() }
     // Released and unwritten, it is still there.
     #expect(map.find(Note.self, id: "a")?.value.text == "kept")
-    let failures = logger.events.filter {
-      if case .persistenceFailed = $0 { return true }
-      return false
-    }
+    let failures = logger.events.filter { $0.kind == .persistenceFailed }
     // One per attempt (the flush's, and the writer's if it came first).
     #expect(!failures.isEmpty)
     // The next flush tries again; with the store back, it succeeds and throws nothing.

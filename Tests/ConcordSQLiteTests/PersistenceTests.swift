@@ -198,8 +198,7 @@ struct PersistenceTests {
     map.persist(NoteV2.self, as: "Note")
     #expect(map.find(NoteV2.self, id: "a") == nil)
     let skipped = logger.events.contains {
-      if case .undecodableRecord(let reference, _) = $0 { return reference.id == "a" }
-      return false
+      $0.kind == .undecodableRecord && $0.entity?.id == "a"
     }
     #expect(skipped)
     // Storing the new shape replaces the row.

@@ -29,7 +29,7 @@ struct LoggerTests {
     map.store(User(id: 1, name: "Ged"), named: .currentUser)
     map.removeAlias(named: AliasKey<User>.currentUser)
     #expect(
-      logger.events.filter { if case .discardedStale = $0 { false } else { true } } == [
+      logger.events.filter { $0.kind != .discardedStale } == [
         .stored(author, modifiedAt: 5),
         .released(author),
         .stored(EntityReference(Author.self, id: 2), modifiedAt: nil),

@@ -144,7 +144,7 @@ struct RealPayloadTests {
     #expect(headerDraws.value.count == 2)
     #expect(listDraws.value == 1)
     #expect(header.value.name == "Sparrowhawk")
-    #expect(!logger.events.contains { if case .discardedStale = $0 { true } else { false } })
+    #expect(!logger.events.contains { $0.kind == .discardedStale })
 
     // A webhook retitles issue 42 with a newer stamp; its stub user merges, so the header
     // stays as it is.

@@ -113,8 +113,8 @@ struct StampTests {
     map.store(Author(id: 1, name: "B"), modifiedAt: 4)
     map.store(Author(id: 1, name: "C"), modifiedAt: .nan)
     let stale = logger.events.compactMap { event -> (Stamp, Stamp)? in
-      guard case .discardedStale(.entity(let reference), let stored, let incoming) = event,
-        reference == EntityReference(Author.self, id: 1)
+      guard event.target == .entity(EntityReference(Author.self, id: 1)),
+        let stored = event.storedStamp, let incoming = event.incomingStamp
       else { return nil }
       return (stored, incoming)
     }

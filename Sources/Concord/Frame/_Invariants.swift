@@ -34,7 +34,8 @@ extension _MapCore {
     for shadow in layers.order {
       if let problem = shadow.problem() { check(false, problem) }
     }
-    let consumers = registry.tables.reduce(0) { $0 + $1.consumerCount }
+    let consumers =
+      registry.tables.reduce(0) { $0 + $1.consumerCount } + (registry.logsChangedValues ? 1 : 0)
     check(
       consumers == registry.consumerCount,
       "\(registry.consumerCount) consumers counted, \(consumers) attached")

@@ -58,6 +58,10 @@ final class _MapCore: @unchecked Sendable {
     persistence store: (any PersistentStore)? = nil
   ) {
     outbox = _Outbox(logger: logger)
+    if logger?.logsChangedValues == true {
+      registry.logsChangedValues = true
+      registry.consumerCount = 1
+    }
     lifetime = _Lifetime(retention: retention)
     persistence = store.map { _Persistence(store: $0, logger: logger) }
   }

@@ -107,7 +107,7 @@ extension _MapCore {
     // compare with. (Persistence alone needs no old value: it saves what changed.)
     let needsValue =
       journal.level > 0 || node.hasSubscribers || node.s.flags.contains(.alias)
-      || (registry.consumerCount > 0 && node.readsOldValues)
+      || (registry.consumerCount > 0 && (node.readsOldValues || registry.logsChangedValues))
     let saved = needsValue ? node.saveValue(self) : _JournalEntry.notSaved
     appendEntry(node, saved: saved, wasPresent: wasPresent)
   }
@@ -115,13 +115,13 @@ extension _MapCore {
   /// Whether a change to `node` can be published as it is made, skipping the journal: only in
   /// the outermost write, only while it has touched nothing else, so that no later write in it
   /// can touch the node again, only when no query or collector reads its type's changes from
-  /// the journal, and never under optimistic layers, which raise their values before commit.
+  /// the journal (nor a logger of changed values), and never under optimistic layers, which raise their values before commit.
   /// (A persisted type's change is handed to persistence as it is published: see
   /// `publishDirectly(_:_:stampBefore:)`.)
   @inlinable
   func publishesDirectly(_ node: _AnyNode) -> Bool {
     frame.depth == 1 && journal.entries.isEmpty && !layers.isLowered
-      && (registry.consumerCount == 0 || !node.readsOldValues)
+      && (registry.consumerCount == 0 || !(node.readsOldValues || registry.logsChangedValues))
   }
 
   /// Publishes a change made without the journal (see `publishesDirectly`), and persists it

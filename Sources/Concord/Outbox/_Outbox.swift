@@ -174,6 +174,9 @@ extension _MapCore {
         continue
       }
       publish(node, kind)
+      if registry.logsChangedValues && kind != .unchanged {
+        node.logChange(kind, saved: journal.entries[index].saved, self)
+      }
       if !outbox.initials.isEmpty && kind != .unchanged { told.insert(ObjectIdentifier(node)) }
     }
     for (node, subscriber) in outbox.initials where !told.contains(ObjectIdentifier(node)) {

@@ -322,6 +322,10 @@ class _AnyNode {
   @usableFromInline
   func persist(_: _ChangeKind, stampBefore _: Stamp) {}
 
+  /// Only for an entity: logs a `changed` event with its value before the write (saved at
+  /// `saved`) and now.
+  func logChange(_: _ChangeKind, saved _: Int32, _: _MapCore) {}
+
   /// Whether consumers of this node's changes compare them with its value before the write:
   /// an entity whose type has live queries or collectors.
   @usableFromInline

@@ -238,6 +238,13 @@ final class _EntityNode<T: Identifiable & Sendable>: _Node<T> {
     table.ops.persist(self, kind, stampBefore)
   }
 
+  override func logChange(_ kind: _ChangeKind, saved: Int32, _ core: _MapCore) {
+    let reference = EntityReference(T.self, id: value.id)
+    let before: T? = kind == .inserted || saved < 0 ? nil : table.stash.values[Int(saved)]
+    let after: T? = kind == .removed ? nil : value
+    core.outbox.log { .changed(reference, before: before, after: after) }
+  }
+
   override func makeShadow(saved: Int32, stamp: Stamp) -> _AnyShadow? {
     let base: T? =
       switch saved {

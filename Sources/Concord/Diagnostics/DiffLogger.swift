@@ -1,0 +1,204 @@
+/// A logger that prints, for each change a write commits, what changed, field by field, with
+/// the old and new values:
+///
+/// ```swift
+/// let map = IdentityMap(logger: DiffLogger())
+/// map.store(Author(id: 1, name: "Ursula"))
+/// // Author(1) inserted: Author(id: 1, name: "Ursula")
+/// map.store(Author(id: 1, name: "Ursula K. Le Guin"))
+/// // Author(1).name: "Ursula" → "Ursula K. Le Guin"
+/// ```
+///
+/// - An insertion or a removal prints one line.
+/// - An update prints one line per field that changed, at any depth (`Issue(7).milestone.title`).
+///   Collections print only the elements that changed: by id when the elements are
+///   `Identifiable` (`Issue(7).labels[id: 3].name`, `… [id: 4] added: …`), by position
+///   otherwise. Dictionaries are compared key by key, optionals and enums through their payload.
+/// - A write to an aggregate prints the aggregate's lines and each nested entity's own.
+/// - A transaction prints one diff per entity, from its value before the transaction to its
+///   value at commit; one that ends where it began prints nothing.
+///
+/// It reads values through `Mirror`, after the map's lock is released, on the writing thread.
+/// Its ``logsChangedValues`` is `true`, which makes the map keep each changed entity's old value
+/// and send every write through its change log: a cost for debugging, paid only while a logger
+/// asks for it. Other events (stale writes, releases) are not printed.
+public struct DiffLogger: IdentityMapLogger {
+  private let output: @Sendable (String) -> Void
+
+  /// Creates a logger writing each line to `output`, which prints by default.
+  public init(output: @escaping @Sendable (String) -> Void = { print($0) }) {
+    self.output = output
+  }
+
+  /// `true`: the map logs ``IdentityMapEvent/Kind/changed`` events with their values.
+  public var logsChangedValues: Bool { true }
+
+  /// Prints the lines of a ``IdentityMapEvent/Kind/changed`` event; ignores the others.
+  public func log(_ event: IdentityMapEvent) {
+    guard event.kind == .changed, let entity = event.entity else { return }
+    for line in Self.lines(for: entity, before: event.valueBefore, after: event.valueAfter) {
+      output(line)
+    }
+  }
+
+  /// The lines printed for a change of `entity` from `before` to `after`.
+  static func lines(
+    for entity: EntityReference, before: (any Sendable)?, after: (any Sendable)?
+  ) -> [String] {
+    switch (before, after) {
+    case (nil, let after?): return ["\(entity) inserted: \(_render(after))"]
+    case (_?, nil): return ["\(entity) removed"]
+    case (let before?, let after?):
+      var lines: [String] = []
+      _diff(before, after, at: entity.description, into: &lines)
+      return lines
+    case (nil, nil): return []
+    }
+  }
+}
+
+/// A value as a diff line shows it.
+func _render(_ value: Any) -> String {
+  String(reflecting: value)
+}
+
+/// Appends to `lines` what differs between `old` and `new`, the values at `path`.
+func _diff(_ old: Any, _ new: Any, at path: String, into lines: inout [String]) {
+  if let equal = (old as? any Equatable)?._isEqual(to: new), equal { return }
+  let oldMirror = Mirror(reflecting: old)
+  let newMirror = Mirror(reflecting: new)
+  guard type(of: old) == type(of: new), oldMirror.displayStyle == newMirror.displayStyle else {
+    return _diffLeaf(old, new, at: path, into: &lines)
+  }
+  switch oldMirror.displayStyle {
+  case .optional:
+    switch (oldMirror.children.first?.value, newMirror.children.first?.value) {
+    case (let old?, let new?): _diff(old, new, at: path, into: &lines)
+    case (nil, nil): break
+    default: _diffLeaf(old, new, at: path, into: &lines)
+    }
+  case .collection, .set:
+    _diffElements(
+      oldMirror.children.map(\.value), newMirror.children.map(\.value), at: path,
+      ordered: oldMirror.displayStyle == .collection, into: &lines)
+  case .dictionary:
+    _diffDictionaries(oldMirror, newMirror, at: path, into: &lines)
+  case .enum:
+    // The same case: compare the payloads; another case: the whole value.
+    guard let oldCase = oldMirror.children.first, let newCase = newMirror.children.first,
+      oldCase.label == newCase.label
+    else { return _diffLeaf(old, new, at: path, into: &lines) }
+    _diff(oldCase.value, newCase.value, at: path, into: &lines)
+  case .struct, .class, .tuple:
+    let oldFields = Array(oldMirror.children)
+    let newFields = Array(newMirror.children)
+    guard !oldFields.isEmpty, oldFields.count == newFields.count else {
+      return _diffLeaf(old, new, at: path, into: &lines)
+    }
+    for (index, (oldField, newField)) in zip(oldFields, newFields).enumerated() {
+      let label = oldField.label ?? ".\(index)"
+      _diff(oldField.value, newField.value, at: "\(path).\(label)", into: &lines)
+    }
+  default:
+    _diffLeaf(old, new, at: path, into: &lines)
+  }
+}
+
+/// A line for a value that changed as a whole, unless its text did not change.
+func _diffLeaf(_ old: Any, _ new: Any, at path: String, into lines: inout [String]) {
+  let oldText = _render(old)
+  let newText = _render(new)
+  if oldText != newText { lines.append("\(path): \(oldText) → \(newText)") }
+}
+
+/// The elements of two collections that differ: matched by id when every element is
+/// `Identifiable`, by position otherwise.
+func _diffElements(
+  _ old: [Any], _ new: [Any], at path: String, ordered: Bool, into lines: inout [String]
+) {
+  if let oldIDs = _ids(of: old), let newIDs = _ids(of: new) {
+    var oldByID: [AnyHashable: Int] = [:]
+    for (index, id) in oldIDs.enumerated() { oldByID[id] = oldByID[id] ?? index }
+    let newSet = Set(newIDs)
+    for (index, id) in oldIDs.enumerated() where !newSet.contains(id) {
+      lines.append("\(path)[id: \(_text(of: id))] removed: \(_render(old[index]))")
+    }
+    for (index, id) in newIDs.enumerated() {
+      let element = "\(path)[id: \(_text(of: id))]"
+      if let oldIndex = oldByID[id] {
+        _diff(old[oldIndex], new[index], at: element, into: &lines)
+      } else {
+        lines.append("\(element) added: \(_render(new[index]))")
+      }
+    }
+    let kept = newIDs.filter { oldByID[$0] != nil }
+    if ordered && kept != oldIDs.filter(newSet.contains) {
+      lines.append("\(path): reordered")
+    }
+    return
+  }
+  guard ordered else {
+    // A set of values that are not Identifiable: what left it and what joined it.
+    let oldTexts = old.map(_render)
+    let newTexts = new.map(_render)
+    for text in oldTexts where !newTexts.contains(text) { lines.append("\(path) removed: \(text)") }
+    for text in newTexts where !oldTexts.contains(text) { lines.append("\(path) added: \(text)") }
+    return
+  }
+  for index in 0..<min(old.count, new.count) {
+    _diff(old[index], new[index], at: "\(path)[\(index)]", into: &lines)
+  }
+  for index in new.count..<max(new.count, old.count) {
+    lines.append("\(path)[\(index)] removed: \(_render(old[index]))")
+  }
+  for index in old.count..<max(old.count, new.count) {
+    lines.append("\(path)[\(index)] added: \(_render(new[index]))")
+  }
+}
+
+/// The ids of `elements`, if every one is `Identifiable`.
+func _ids(of elements: [Any]) -> [AnyHashable]? {
+  var ids: [AnyHashable] = []
+  ids.reserveCapacity(elements.count)
+  for element in elements {
+    guard let identifiable = element as? any Identifiable else { return nil }
+    ids.append(_id(of: identifiable))
+  }
+  return ids
+}
+
+/// The id of `element`, opened from an existential.
+func _id<Element: Identifiable>(of element: Element) -> AnyHashable { AnyHashable(element.id) }
+
+/// An id or a key as a path shows it: strings quoted, other values as they describe themselves.
+func _text(of key: AnyHashable) -> String {
+  if let string = key.base as? String { return String(reflecting: string) }
+  return String(describing: key.base)
+}
+
+/// The entries of two dictionaries that differ, key by key.
+func _diffDictionaries(
+  _ old: Mirror, _ new: Mirror, at path: String, into lines: inout [String]
+) {
+  func entries(_ mirror: Mirror) -> [(key: String, value: Any)] {
+    mirror.children.map { entry in
+      let pair = Array(Mirror(reflecting: entry.value).children)
+      let key = pair.first.map { ($0.value as? AnyHashable).map(_text) ?? _render($0.value) } ?? "?"
+      return (key, pair.count > 1 ? pair[1].value : entry.value)
+    }.sorted { $0.key < $1.key }
+  }
+  let oldEntries = entries(old)
+  let newEntries = entries(new)
+  let oldByKey = Dictionary(oldEntries.map { ($0.key, $0.value) }, uniquingKeysWith: { a, _ in a })
+  let newByKey = Dictionary(newEntries.map { ($0.key, $0.value) }, uniquingKeysWith: { a, _ in a })
+  for entry in oldEntries where newByKey[entry.key] == nil {
+    lines.append("\(path)[\(entry.key)] removed: \(_render(entry.value))")
+  }
+  for entry in newEntries {
+    if let oldValue = oldByKey[entry.key] {
+      _diff(oldValue, entry.value, at: "\(path)[\(entry.key)]", into: &lines)
+    } else {
+      lines.append("\(path)[\(entry.key)] added: \(_render(entry.value))")
+    }
+  }
+}
