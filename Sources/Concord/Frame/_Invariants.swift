@@ -27,6 +27,11 @@ extension _MapCore {
     check(
       registered == registry.liveCount, "count is \(registry.liveCount), tables hold \(registered)")
     check(registry.pendingStarts.isEmpty, "a query was never started")
+    let layered = Set(layers.order.flatMap { $0.entries.map(\.serial) })
+    check(
+      layers.pendingCount >= layered.count && lifetime.openSubscriptions >= 0,
+      "\(layers.pendingCount) pending layers counted, \(layered.count) over entities, or "
+        + "\(lifetime.openSubscriptions) subscriptions")
     check(
       !layers.isLowered && !outbox.recordsWrites && outbox.written.isEmpty,
       "a write left the optimistic layers lowered")
@@ -63,18 +68,24 @@ extension _MapCore {
       }
     }
     var seen: Set<ObjectIdentifier> = []
+    var subscribers = 0
     var index = 0
     while index < nodes.count {
       let node = nodes[index]
       index += 1
       guard seen.insert(ObjectIdentifier(node)).inserted else { continue }
       checkNode(node)
+      subscribers += node.s.extras?.subscribers.count ?? 0
       if touched == nil {
         // NB: batch lists and removed nodes still observed are in no table; reach them as
         // parents.
         nodes += node.s.extras?.parents.map(\.parent) ?? []
       }
     }
+    // NB: at most: a removed entity still observed, with no parent, is in no table.
+    check(
+      touched != nil || subscribers <= lifetime.openSubscriptions,
+      "\(lifetime.openSubscriptions) subscriptions counted, \(subscribers) attached")
   }
 
   private func checkNode(_ node: _AnyNode) {

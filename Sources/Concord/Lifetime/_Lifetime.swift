@@ -22,6 +22,8 @@ struct _Lifetime {
   /// while any handle lives instead.
   @usableFromInline var liveHandles = 0
   @usableFromInline var selfRetain: _MapCore?
+  /// How many subscriptions are attached to nodes; for `IdentityMap.statistics`.
+  var openSubscriptions = 0
   /// Entities kept after their last holder went; see `RetentionPolicy`.
   @usableFromInline var buffer: _ReleaseBuffer
 

@@ -63,6 +63,7 @@ extension _MapCore {
     unbuffer(node)
     node.extras.subscribers.append(subscriber)
     node.s.externalHolds += 1
+    lifetime.openSubscriptions += 1
   }
 
   /// Cancels `subscriber` and gives back its hold on `node`.
@@ -91,6 +92,7 @@ extension _MapCore {
       let index = extras.subscribers.firstIndex(where: { $0 === subscriber })
     else { return }
     outbox.graveyard.append(extras.subscribers.remove(at: index))
+    lifetime.openSubscriptions -= 1
     dropExternalHold(on: node)
   }
 }

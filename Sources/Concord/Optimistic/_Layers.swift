@@ -24,6 +24,8 @@ struct _Layers {
   @usableFromInline var shadows: [ObjectIdentifier: _AnyShadow] = [:]
   var order: [_AnyShadow] = []
   var lastSerial = 0
+  /// How many layers are neither committed nor rolled back.
+  var pendingCount = 0
   /// Whether the write under way lowered the shadowed entities.
   @usableFromInline var isLowered = false
   /// Commits and rollbacks asked for inside a write, done when it ends.

@@ -100,6 +100,7 @@ extension _MapCore {
     outbox.recordsWrites = false
     layers.lastSerial += 1
     let layer = _Layer(serial: layers.lastSerial)
+    layers.pendingCount += 1
     // The state of each written node before the layer: its first journal record (a node the
     // layer wrote bit for bit as it was has none, and is left alone).
     var firstRecord: [ObjectIdentifier: Int] = [:]
@@ -147,6 +148,7 @@ extension _MapCore {
   func finish(_ layer: _Layer, commit: Bool) {
     guard layer.isPending else { return }
     layer.isPending = false
+    layers.pendingCount -= 1
     for node in layer.nodes {
       guard let shadow = layers.shadows[ObjectIdentifier(node)] else { continue }
       if commit { shadow.commit(layer.serial) }

@@ -20,6 +20,15 @@ class _AnyTable {
 
   /// Whether the table's type is persisted; for `_checkInvariants`.
   var isPersisted: Bool { false }
+
+  /// The entity type's name, for `IdentityMap.statistics`.
+  var typeName: String { fatalError("abstract") }
+
+  /// How many live queries of the table's type there are.
+  var queryCount: Int { 0 }
+
+  /// How many live collectors of the table's type there are.
+  var collectorCount: Int { 0 }
 }
 
 /// The nodes of entity type `T`.
@@ -117,6 +126,12 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
   override var indexProblem: String? { consumers?.problem }
 
   override var isPersisted: Bool { persisted != nil }
+
+  override var typeName: String { String(describing: T.self) }
+
+  override var queryCount: Int { consumers?.queryNodes.count ?? 0 }
+
+  override var collectorCount: Int { consumers?.sinks.count ?? 0 }
 }
 
 /// The operations on an entity node that depend on its type, as closures.
