@@ -40,7 +40,10 @@ struct StatisticsTests {
     #expect(statistics.queries == 1)
     #expect(statistics.collectors == 1)
     #expect(statistics.pendingLayers == 1)
-    #expect(statistics.description.hasPrefix("\(statistics.entities) entities (1 buffered), "))
+    #expect(
+      statistics.description.hasPrefix(
+        "\(statistics.entities) entities (1 buffered), 2 handles, 2 subscriptions, 1 alias, "
+          + "1 query, 1 collector, 1 pending layer\n"))
     #expect(statistics.description.contains("\n  GitHubIssue: \(page.count)"))
 
     layer.commit()

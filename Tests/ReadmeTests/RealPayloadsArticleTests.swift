@@ -65,6 +65,10 @@ final class Seen: @unchecked Sendable {
   func append(_ item: String) {
     lock.withLock { items.append(item) }
   }
+
+  func clear() {
+    lock.withLock { items.removeAll() }
+  }
 }
 
 /// What the server answered, in its own snake case.

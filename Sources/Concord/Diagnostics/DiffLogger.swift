@@ -57,9 +57,69 @@ public struct DiffLogger: IdentityMapLogger {
   }
 }
 
-/// A value as a diff line shows it.
+/// A value as a diff line shows it: text quoted, an optional as its value or `nil`, a value
+/// whose type describes itself (`Date`, `URL`, `UUID`) by its description, others field by
+/// field with their type's short name (`Label(id: 3, name: "bug")`). A collection shows its
+/// first `_shownElements` elements and how many more there are.
 func _render(_ value: Any) -> String {
-  String(reflecting: value)
+  switch value {
+  case let text as String: return String(reflecting: text)
+  case let text as Substring: return String(reflecting: text)
+  case let character as Character: return String(reflecting: character)
+  default: break
+  }
+  let mirror = Mirror(reflecting: value)
+  switch mirror.displayStyle {
+  case .optional:
+    return mirror.children.first.map { _render($0.value) } ?? "nil"
+  case _ where _isLeaf(value, mirror):
+    return String(describing: value)
+  case .collection, .set:
+    return "[" + _renderList(mirror.children.map { _render($0.value) }) + "]"
+  case .dictionary:
+    let entries = mirror.children.map { entry -> String in
+      let pair = Mirror(reflecting: entry.value).children.map(\.value)
+      return pair.count == 2 ? "\(_render(pair[0])): \(_render(pair[1]))" : _render(entry.value)
+    }
+    return entries.isEmpty ? "[:]" : "[" + _renderList(entries.sorted()) + "]"
+  case .enum:
+    guard let payload = mirror.children.first else { return String(describing: value) }
+    let fields = Mirror(reflecting: payload.value)
+    let inner =
+      fields.displayStyle == .tuple
+      ? fields.children.map { ($0.label.map { "\($0): " } ?? "") + _render($0.value) }
+        .joined(separator: ", ")
+      : _render(payload.value)
+    return "\(payload.label ?? "")(\(inner))"
+  case .tuple:
+    return "("
+      + mirror.children.map { ($0.label.map { "\($0): " } ?? "") + _render($0.value) }
+      .joined(separator: ", ") + ")"
+  default:
+    let fields = mirror.children.map { ($0.label.map { "\($0): " } ?? "") + _render($0.value) }
+    return "\(type(of: value))(" + fields.joined(separator: ", ") + ")"
+  }
+}
+
+/// How many elements of a collection a line shows.
+let _shownElements = 20
+
+/// The first `_shownElements` items, then how many more there are.
+func _renderList(_ items: [String]) -> String {
+  guard items.count > _shownElements else { return items.joined(separator: ", ") }
+  return items.prefix(_shownElements).joined(separator: ", ")
+    + ", … (\(items.count - _shownElements) more)"
+}
+
+/// Whether `value` is shown and compared as a whole: it has no fields to show, or its type
+/// describes itself (`CustomStringConvertible`, as `Date`, `URL` and `UUID` do).
+func _isLeaf(_ value: Any, _ mirror: Mirror) -> Bool {
+  switch mirror.displayStyle {
+  case .struct, .class: return mirror.children.isEmpty || value is any CustomStringConvertible
+  case .enum: return value is any CustomStringConvertible
+  case nil: return true
+  default: return false
+  }
 }
 
 /// Appends to `lines` what differs between `old` and `new`, the values at `path`.
@@ -67,9 +127,9 @@ func _diff(_ old: Any, _ new: Any, at path: String, into lines: inout [String]) 
   if let equal = (old as? any Equatable)?._isEqual(to: new), equal { return }
   let oldMirror = Mirror(reflecting: old)
   let newMirror = Mirror(reflecting: new)
-  guard type(of: old) == type(of: new), oldMirror.displayStyle == newMirror.displayStyle else {
-    return _diffLeaf(old, new, at: path, into: &lines)
-  }
+  guard type(of: old) == type(of: new), oldMirror.displayStyle == newMirror.displayStyle,
+    !_isLeaf(old, oldMirror)
+  else { return _diffLeaf(old, new, at: path, into: &lines) }
   switch oldMirror.displayStyle {
   case .optional:
     switch (oldMirror.children.first?.value, newMirror.children.first?.value) {

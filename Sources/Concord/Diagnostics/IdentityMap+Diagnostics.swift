@@ -76,10 +76,18 @@ public struct IdentityMapStatistics: Sendable, Hashable, CustomStringConvertible
 
   /// Several lines: the totals, then the entities per type, most first.
   public var description: String {
+    func count(_ number: Int, _ singular: String, _ plural: String) -> String {
+      "\(number) \(number == 1 ? singular : plural)"
+    }
     var lines = [
-      "\(entities) entities (\(bufferedEntities) buffered), \(handles) handles, "
-        + "\(subscriptions) subscriptions, \(aliases) aliases, \(queries) queries, "
-        + "\(collectors) collectors, \(pendingLayers) pending layers"
+      [
+        count(entities, "entity", "entities") + " (\(bufferedEntities) buffered)",
+        count(handles, "handle", "handles"),
+        count(subscriptions, "subscription", "subscriptions"),
+        count(aliases, "alias", "aliases"), count(queries, "query", "queries"),
+        count(collectors, "collector", "collectors"),
+        count(pendingLayers, "pending layer", "pending layers"),
+      ].joined(separator: ", ")
     ]
     for (type, count) in entitiesByType.sorted(by: { ($1.value, $0.key) < ($0.value, $1.key) }) {
       lines.append("  \(type): \(count)")
