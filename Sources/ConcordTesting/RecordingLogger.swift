@@ -36,7 +36,7 @@ public final class RecordingLogger: IdentityMapLogger, @unchecked Sendable {
     }
   }
 
-  /// The events about one entity (those whose ``IdentityMapEvent/entity`` it is), oldest
+  /// The events about one entity (those whose `IdentityMapEvent.entity` it is), oldest
   /// first.
   public func events<T: Identifiable>(about type: T.Type, id: T.ID) -> [IdentityMapEvent] {
     let reference = EntityReference(type, id: id)
