@@ -271,3 +271,88 @@ struct DiffLoggerTests {
     }
   }
 }
+
+/// A class hierarchy with a reference back to itself, for the edge cases of `Mirror`.
+private class Base: @unchecked Sendable {
+  var name: String
+  init(name: String) { self.name = name }
+}
+
+private final class Node: Base, @unchecked Sendable {
+  var parent: Node?
+  init(name: String, parent: Node?) {
+    self.parent = parent
+    super.init(name: name)
+  }
+}
+
+private struct Tagged: Identifiable, Equatable {
+  var id: Int
+  var tag: String
+}
+
+@Suite("DiffLogger: the edge cases of reading values through Mirror")
+struct DiffLoggerEdgeCaseTests {
+  let entity = EntityReference(Author.self, id: 1)
+
+  @Test("A change `==` sees but the text hides still prints a line")
+  func sameText() {
+    let date = Date(timeIntervalSinceReferenceDate: 1_000)
+    let lines = DiffLogger.lines(
+      for: entity, before: date, after: date.addingTimeInterval(0.001))
+    #expect(lines.count == 1)
+    #expect(lines.first?.hasPrefix("Author(1): changed, though both show ") == true)
+  }
+
+  @Test("Repeated ids fall back to positions")
+  func repeatedIDs() {
+    let old = [Tagged(id: 1, tag: "a"), Tagged(id: 1, tag: "b"), Tagged(id: 2, tag: "c")]
+    let new = [Tagged(id: 1, tag: "a"), Tagged(id: 2, tag: "c")]
+    #expect(
+      DiffLogger.lines(for: entity, before: old, after: new) == [
+        "Author(1)[1].id: 1 → 2", #"Author(1)[1].tag: "b" → "c""#,
+        #"Author(1)[2] removed: Tagged(id: 2, tag: "c")"#,
+      ])
+  }
+
+  @Test("Sets show and diff their elements in a stable order")
+  func sets() {
+    let before: Set<String> = ["b", "a"]
+    let after: Set<String> = ["d", "c", "a"]
+    #expect(
+      DiffLogger.lines(for: entity, before: before, after: after) == [
+        #"Author(1) removed: "b""#, #"Author(1) added: "c""#, #"Author(1) added: "d""#,
+      ])
+    #expect(
+      DiffLogger.lines(for: entity, before: nil, after: after) == [
+        #"Author(1) inserted: ["a", "c", "d"]"#
+      ])
+  }
+
+  @Test("Classes show inherited fields, and a value that holds itself stops at a depth")
+  func classes() {
+    let old = Node(name: "a", parent: nil)
+    let new = Node(name: "b", parent: nil)
+    #expect(
+      DiffLogger.lines(for: entity, before: old, after: new) == [#"Author(1).name: "a" → "b""#])
+    let loop = Node(name: "loop", parent: nil)
+    loop.parent = loop
+    let inserted = DiffLogger.lines(for: entity, before: nil, after: loop)
+    #expect(inserted.first?.contains(#"Node(name: "loop", parent: Node(name: "loop""#) == true)
+    #expect(inserted.first?.contains("…") == true)
+    let other = Node(name: "other", parent: nil)
+    other.parent = other
+    #expect(!DiffLogger.lines(for: entity, before: loop, after: other).isEmpty)
+    loop.parent = nil
+    other.parent = nil
+  }
+
+  @Test("An event with neither value describes itself as a change")
+  func neitherValue() {
+    #expect(
+      IdentityMapEvent.changed(entity, before: nil, after: nil).description == "changed Author(1)")
+    #expect(
+      IdentityMapEvent.changed(entity, before: 1, after: 2)
+        != IdentityMapEvent.changed(entity, before: 1.0, after: 2))
+  }
+}

@@ -37,6 +37,22 @@ struct HoldersTests {
     withExtendedLifetime((first, copy, second, batch)) {}
   }
 
+  @Test("A handle dropped inside a write no longer counts, though its hold goes at the end")
+  func droppedInsideAWrite() {
+    let map = IdentityMap()
+    let kept = map.store(User(id: 1, name: "a"))
+    map.transaction { transaction in
+      var dropped: EntityObserver<User>? = transaction.find(User.self, id: 1)
+      #expect(map.holders(of: User.self, id: 1)?.handles == 2)
+      dropped = nil
+      #expect(map.holders(of: User.self, id: 1)?.handles == 1)
+      #expect(map.statistics.handles == 1)
+      withExtendedLifetime(dropped) {}
+    }
+    #expect(map.holders(of: User.self, id: 1)?.handles == 1)
+    withExtendedLifetime(kept) {}
+  }
+
   @Test("Subscriptions on the entity and on a batch containing it, until cancelled")
   func subscriptions() {
     let map = IdentityMap()

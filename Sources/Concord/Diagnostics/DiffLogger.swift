@@ -16,7 +16,10 @@
 ///   otherwise. Dictionaries are compared key by key, optionals and enums through their payload.
 /// - A write to an aggregate prints the aggregate's lines and each nested entity's own.
 /// - A transaction prints one diff per entity, from its value before the transaction to its
-///   value at commit; one that ends where it began prints nothing.
+///   value at commit; one that ends where it began prints nothing. (An entity removed and stored
+///   again is a new entity: `removed`, then `inserted`.)
+/// - A value that changed by `==` but shows the same text (a `Date` moved by milliseconds)
+///   still prints a line.
 ///
 /// It reads values through `Mirror`, after the map's lock is released, on the writing thread.
 /// Its ``logsChangedValues`` is `true`, which makes the map keep each changed entity's old value
@@ -57,29 +60,48 @@ public struct DiffLogger: IdentityMapLogger {
   }
 }
 
+/// How deep a rendering or a diff goes: a value that holds itself (a class with a reference
+/// back to its parent) stops there.
+let _maxDepth = 32
+
+/// The fields of a value, a class's inherited ones first.
+func _fields(_ mirror: Mirror) -> [Mirror.Child] {
+  (mirror.superclassMirror.map(_fields) ?? []) + Array(mirror.children)
+}
+
+/// A field as a rendering shows it: `label: value`, or the value alone in a tuple.
+func _renderField(_ field: Mirror.Child, depth: Int) -> String {
+  (field.label.map { "\($0): " } ?? "") + _render(field.value, depth: depth + 1)
+}
+
 /// A value as a diff line shows it: text quoted, an optional as its value or `nil`, a value
 /// whose type describes itself (`Date`, `URL`, `UUID`) by its description, others field by
 /// field with their type's short name (`Label(id: 3, name: "bug")`). A collection shows its
-/// first `_shownElements` elements and how many more there are.
-func _render(_ value: Any) -> String {
+/// first `_shownElements` elements (a set's sorted by their text) and how many more there are.
+func _render(_ value: Any, depth: Int = 0) -> String {
   switch value {
   case let text as String: return String(reflecting: text)
   case let text as Substring: return String(reflecting: text)
   case let character as Character: return String(reflecting: character)
   default: break
   }
+  guard depth < _maxDepth else { return "…" }
   let mirror = Mirror(reflecting: value)
   switch mirror.displayStyle {
   case .optional:
-    return mirror.children.first.map { _render($0.value) } ?? "nil"
+    return mirror.children.first.map { _render($0.value, depth: depth + 1) } ?? "nil"
   case _ where _isLeaf(value, mirror):
     return String(describing: value)
-  case .collection, .set:
-    return "[" + _renderList(mirror.children.map { _render($0.value) }) + "]"
+  case .collection:
+    return "[" + _renderList(mirror.children.map { _render($0.value, depth: depth + 1) }) + "]"
+  case .set:
+    return "["
+      + _renderList(mirror.children.map { _render($0.value, depth: depth + 1) }.sorted()) + "]"
   case .dictionary:
     let entries = mirror.children.map { entry -> String in
       let pair = Mirror(reflecting: entry.value).children.map(\.value)
-      return pair.count == 2 ? "\(_render(pair[0])): \(_render(pair[1]))" : _render(entry.value)
+      guard pair.count == 2 else { return _render(entry.value, depth: depth + 1) }
+      return "\(_render(pair[0], depth: depth + 1)): \(_render(pair[1], depth: depth + 1))"
     }
     return entries.isEmpty ? "[:]" : "[" + _renderList(entries.sorted()) + "]"
   case .enum:
@@ -87,16 +109,14 @@ func _render(_ value: Any) -> String {
     let fields = Mirror(reflecting: payload.value)
     let inner =
       fields.displayStyle == .tuple
-      ? fields.children.map { ($0.label.map { "\($0): " } ?? "") + _render($0.value) }
-        .joined(separator: ", ")
-      : _render(payload.value)
+      ? fields.children.map { _renderField($0, depth: depth) }.joined(separator: ", ")
+      : _render(payload.value, depth: depth + 1)
     return "\(payload.label ?? "")(\(inner))"
   case .tuple:
-    return "("
-      + mirror.children.map { ($0.label.map { "\($0): " } ?? "") + _render($0.value) }
-      .joined(separator: ", ") + ")"
+    return "(" + mirror.children.map { _renderField($0, depth: depth) }.joined(separator: ", ")
+      + ")"
   default:
-    let fields = mirror.children.map { ($0.label.map { "\($0): " } ?? "") + _render($0.value) }
+    let fields = _fields(mirror).map { _renderField($0, depth: depth) }
     return "\(type(of: value))(" + fields.joined(separator: ", ") + ")"
   }
 }
@@ -115,7 +135,7 @@ func _renderList(_ items: [String]) -> String {
 /// describes itself (`CustomStringConvertible`, as `Date`, `URL` and `UUID` do).
 func _isLeaf(_ value: Any, _ mirror: Mirror) -> Bool {
   switch mirror.displayStyle {
-  case .struct, .class: return mirror.children.isEmpty || value is any CustomStringConvertible
+  case .struct, .class: return _fields(mirror).isEmpty || value is any CustomStringConvertible
   case .enum: return value is any CustomStringConvertible
   case nil: return true
   default: return false
@@ -123,62 +143,88 @@ func _isLeaf(_ value: Any, _ mirror: Mirror) -> Bool {
 }
 
 /// Appends to `lines` what differs between `old` and `new`, the values at `path`.
-func _diff(_ old: Any, _ new: Any, at path: String, into lines: inout [String]) {
-  if let equal = (old as? any Equatable)?._isEqual(to: new), equal { return }
+func _diff(_ old: Any, _ new: Any, at path: String, into lines: inout [String], depth: Int = 0) {
+  let equal = (old as? any Equatable)?._isEqual(to: new)
+  if equal == true { return }
+  // NB: when `==` says they differ, a line is printed even if their texts are the same.
+  let differs = equal == false
   let oldMirror = Mirror(reflecting: old)
   let newMirror = Mirror(reflecting: new)
-  guard type(of: old) == type(of: new), oldMirror.displayStyle == newMirror.displayStyle,
-    !_isLeaf(old, oldMirror)
-  else { return _diffLeaf(old, new, at: path, into: &lines) }
+  guard depth < _maxDepth, type(of: old) == type(of: new),
+    oldMirror.displayStyle == newMirror.displayStyle, !_isLeaf(old, oldMirror)
+  else { return _diffLeaf(old, new, at: path, into: &lines, differs: differs) }
   switch oldMirror.displayStyle {
   case .optional:
     switch (oldMirror.children.first?.value, newMirror.children.first?.value) {
-    case (let old?, let new?): _diff(old, new, at: path, into: &lines)
+    case (let old?, let new?): _diff(old, new, at: path, into: &lines, depth: depth + 1)
     case (nil, nil): break
-    default: _diffLeaf(old, new, at: path, into: &lines)
+    default: _diffLeaf(old, new, at: path, into: &lines, differs: differs)
     }
   case .collection, .set:
     _diffElements(
       oldMirror.children.map(\.value), newMirror.children.map(\.value), at: path,
-      ordered: oldMirror.displayStyle == .collection, into: &lines)
+      ordered: oldMirror.displayStyle == .collection, into: &lines, depth: depth)
   case .dictionary:
-    _diffDictionaries(oldMirror, newMirror, at: path, into: &lines)
+    _diffDictionaries(oldMirror, newMirror, at: path, into: &lines, depth: depth)
   case .enum:
     // The same case: compare the payloads; another case: the whole value.
     guard let oldCase = oldMirror.children.first, let newCase = newMirror.children.first,
       oldCase.label == newCase.label
-    else { return _diffLeaf(old, new, at: path, into: &lines) }
-    _diff(oldCase.value, newCase.value, at: path, into: &lines)
-  case .struct, .class, .tuple:
-    let oldFields = Array(oldMirror.children)
-    let newFields = Array(newMirror.children)
-    guard !oldFields.isEmpty, oldFields.count == newFields.count else {
-      return _diffLeaf(old, new, at: path, into: &lines)
+    else { return _diffLeaf(old, new, at: path, into: &lines, differs: differs) }
+    _diff(oldCase.value, newCase.value, at: path, into: &lines, depth: depth + 1)
+  default:
+    let oldFields = _fields(oldMirror)
+    let newFields = _fields(newMirror)
+    guard oldFields.count == newFields.count else {
+      return _diffLeaf(old, new, at: path, into: &lines, differs: differs)
     }
+    let before = lines.count
     for (index, (oldField, newField)) in zip(oldFields, newFields).enumerated() {
       let label = oldField.label ?? ".\(index)"
-      _diff(oldField.value, newField.value, at: "\(path).\(label)", into: &lines)
+      _diff(oldField.value, newField.value, at: "\(path).\(label)", into: &lines, depth: depth + 1)
     }
-  default:
-    _diffLeaf(old, new, at: path, into: &lines)
+    if differs && lines.count == before {
+      lines.append("\(path): changed, though no field shows a difference")
+    }
   }
 }
 
-/// A line for a value that changed as a whole, unless its text did not change.
-func _diffLeaf(_ old: Any, _ new: Any, at path: String, into lines: inout [String]) {
-  let oldText = _render(old)
-  let newText = _render(new)
-  if oldText != newText { lines.append("\(path): \(oldText) → \(newText)") }
+/// A line for a value that changed as a whole. When both show the same text, the line uses
+/// `String(reflecting:)`, or says so; without `differs`, same texts print nothing.
+func _diffLeaf(
+  _ old: Any, _ new: Any, at path: String, into lines: inout [String], differs: Bool
+) {
+  var oldText = _render(old)
+  var newText = _render(new)
+  if oldText == newText {
+    guard differs else { return }
+    oldText = String(reflecting: old)
+    newText = String(reflecting: new)
+    guard oldText != newText else {
+      lines.append("\(path): changed, though both show \(oldText)")
+      return
+    }
+  }
+  lines.append("\(path): \(oldText) → \(newText)")
 }
 
 /// The elements of two collections that differ: matched by id when every element is
-/// `Identifiable`, by position otherwise.
+/// `Identifiable` and no id is repeated, by position otherwise. A set's elements are sorted by
+/// their text first, so that its lines come in the same order on every run.
 func _diffElements(
-  _ old: [Any], _ new: [Any], at path: String, ordered: Bool, into lines: inout [String]
+  _ old: [Any], _ new: [Any], at path: String, ordered: Bool, into lines: inout [String],
+  depth: Int
 ) {
-  if let oldIDs = _ids(of: old), let newIDs = _ids(of: new) {
-    var oldByID: [AnyHashable: Int] = [:]
-    for (index, id) in oldIDs.enumerated() { oldByID[id] = oldByID[id] ?? index }
+  var old = old
+  var new = new
+  if !ordered {
+    old = old.map { ($0, _render($0)) }.sorted { $0.1 < $1.1 }.map(\.0)
+    new = new.map { ($0, _render($0)) }.sorted { $0.1 < $1.1 }.map(\.0)
+  }
+  if let oldIDs = _ids(of: old), let newIDs = _ids(of: new),
+    Set(oldIDs).count == oldIDs.count, Set(newIDs).count == newIDs.count
+  {
+    let oldByID = Dictionary(uniqueKeysWithValues: zip(oldIDs, old.indices))
     let newSet = Set(newIDs)
     for (index, id) in oldIDs.enumerated() where !newSet.contains(id) {
       lines.append("\(path)[id: \(_text(of: id))] removed: \(_render(old[index]))")
@@ -186,27 +232,26 @@ func _diffElements(
     for (index, id) in newIDs.enumerated() {
       let element = "\(path)[id: \(_text(of: id))]"
       if let oldIndex = oldByID[id] {
-        _diff(old[oldIndex], new[index], at: element, into: &lines)
+        _diff(old[oldIndex], new[index], at: element, into: &lines, depth: depth + 1)
       } else {
         lines.append("\(element) added: \(_render(new[index]))")
       }
     }
-    let kept = newIDs.filter { oldByID[$0] != nil }
-    if ordered && kept != oldIDs.filter(newSet.contains) {
+    if ordered && newIDs.filter({ oldByID[$0] != nil }) != oldIDs.filter(newSet.contains) {
       lines.append("\(path): reordered")
     }
     return
   }
   guard ordered else {
     // A set of values that are not Identifiable: what left it and what joined it.
-    let oldTexts = old.map(_render)
-    let newTexts = new.map(_render)
+    let oldTexts = old.map { _render($0) }
+    let newTexts = new.map { _render($0) }
     for text in oldTexts where !newTexts.contains(text) { lines.append("\(path) removed: \(text)") }
     for text in newTexts where !oldTexts.contains(text) { lines.append("\(path) added: \(text)") }
     return
   }
   for index in 0..<min(old.count, new.count) {
-    _diff(old[index], new[index], at: "\(path)[\(index)]", into: &lines)
+    _diff(old[index], new[index], at: "\(path)[\(index)]", into: &lines, depth: depth + 1)
   }
   for index in new.count..<max(new.count, old.count) {
     lines.append("\(path)[\(index)] removed: \(_render(old[index]))")
@@ -238,7 +283,7 @@ func _text(of key: AnyHashable) -> String {
 
 /// The entries of two dictionaries that differ, key by key.
 func _diffDictionaries(
-  _ old: Mirror, _ new: Mirror, at path: String, into lines: inout [String]
+  _ old: Mirror, _ new: Mirror, at path: String, into lines: inout [String], depth: Int
 ) {
   func entries(_ mirror: Mirror) -> [(key: String, value: Any)] {
     mirror.children.map { entry in
@@ -256,7 +301,7 @@ func _diffDictionaries(
   }
   for entry in newEntries {
     if let oldValue = oldByKey[entry.key] {
-      _diff(oldValue, entry.value, at: "\(path)[\(entry.key)]", into: &lines)
+      _diff(oldValue, entry.value, at: "\(path)[\(entry.key)]", into: &lines, depth: depth + 1)
     } else {
       lines.append("\(path)[\(entry.key)] added: \(_render(entry.value))")
     }

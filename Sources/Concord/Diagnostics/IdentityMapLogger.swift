@@ -12,8 +12,8 @@ public protocol IdentityMapLogger: Sendable {
 
   /// Whether the map also logs a ``IdentityMapEvent/Kind/changed`` event, carrying the values
   /// before and after, for each change a write commits. `false` unless the logger says
-  /// otherwise: keeping the values costs a copy of each changed entity, and sends every write
-  /// through the change log. ``DiffLogger`` says `true`.
+  /// otherwise: keeping the values costs a copy of each entity a write touches, kept until the
+  /// logger has run, and sends every write through the change log. ``DiffLogger`` says `true`.
   ///
   /// The map reads it once, when it is created.
   var logsChangedValues: Bool { get }
@@ -68,7 +68,8 @@ public struct IdentityMapEvent: Hashable, Sendable, CustomStringConvertible {
     public static let stored = Kind("stored")
     /// A stamped write was refused because the stored stamp is as new or newer.
     public static let discardedStale = Kind("discardedStale")
-    /// An entity was removed by `remove`, `removeAll`, `reset` or a removal cascade.
+    /// An entity was removed by `remove`, `removeAll`, `reset`, a removal cascade, or the
+    /// rollback of an optimistic layer that alone created it.
     public static let removed = Kind("removed")
     /// An entity nobody held any more left the map.
     public static let released = Kind("released")
@@ -121,7 +122,8 @@ public struct IdentityMapEvent: Hashable, Sendable, CustomStringConvertible {
     Self(.discardedStale(target, storedStamp: storedStamp, incomingStamp: incomingStamp))
   }
 
-  /// An entity was removed by `remove`, `removeAll`, `reset` or a removal cascade.
+  /// An entity was removed by `remove`, `removeAll`, `reset`, a removal cascade, or the
+  /// rollback of an optimistic layer that alone created it.
   public static func removed(_ entity: EntityReference) -> Self { Self(.removed(entity)) }
 
   /// An entity nobody held any more left the map.
@@ -149,8 +151,10 @@ public struct IdentityMapEvent: Hashable, Sendable, CustomStringConvertible {
   /// A write committed a change to `entity`: `before` is its value before the write (or the
   /// transaction), `nil` for an insertion; `after` its value at commit, `nil` for a removal.
   ///
-  /// Two such events are equal when they name the same entity and their values are equal:
-  /// by `==` for `Equatable` values, by their `String(reflecting:)` text otherwise.
+  /// Two such events are equal when they name the same entity and their values are of the same
+  /// type and equal: by `==` for `Equatable` values, by their `String(reflecting:)` text
+  /// otherwise (for a class that is not `Equatable`, its type's name: compare such values
+  /// yourself). As with `==`, a value holding NaN is not equal to itself.
   public static func changed(
     _ entity: EntityReference, before: (any Sendable)?, after: (any Sendable)?
   ) -> Self {
@@ -256,8 +260,8 @@ public struct IdentityMapEvent: Hashable, Sendable, CustomStringConvertible {
       "skipped the stored \(reference), which no longer decodes: \(error)"
     case .changed(let reference, let values):
       switch (values.before, values.after) {
-      case (nil, _): "inserted \(reference)"
-      case (_, nil): "removed \(reference)"
+      case (nil, _?): "inserted \(reference)"
+      case (_?, nil): "removed \(reference)"
       default: "changed \(reference)"
       }
     }
@@ -279,12 +283,13 @@ struct _ChangedValues: Hashable, Sendable {
   func hash(into _: inout Hasher) {}
 }
 
-/// Whether two optional values are equal: by `==` when they are `Equatable` and of one type, by
-/// their `String(reflecting:)` text otherwise.
+/// Whether two optional values are equal: never when their types differ, by `==` when they are
+/// `Equatable`, by their `String(reflecting:)` text otherwise.
 func _same(_ lhs: Any?, _ rhs: Any?) -> Bool {
   switch (lhs, rhs) {
   case (nil, nil): return true
   case (let lhs?, let rhs?):
+    guard type(of: lhs) == type(of: rhs) else { return false }
     if let lhs = lhs as? any Equatable, let equal = lhs._isEqual(to: rhs) { return equal }
     return String(reflecting: lhs) == String(reflecting: rhs)
   default: return false

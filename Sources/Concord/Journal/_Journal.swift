@@ -107,7 +107,9 @@ extension _MapCore {
     // compare with. (Persistence alone needs no old value: it saves what changed.)
     let needsValue =
       journal.level > 0 || node.hasSubscribers || node.s.flags.contains(.alias)
-      || (registry.consumerCount > 0 && (node.readsOldValues || registry.logsChangedValues))
+      || (registry.consumerCount > 0
+        && (node.readsOldValues
+          || (registry.logsChangedValues && node.s.flags.isDisjoint(with: [.list, .query]))))
     let saved = needsValue ? node.saveValue(self) : _JournalEntry.notSaved
     appendEntry(node, saved: saved, wasPresent: wasPresent)
   }
