@@ -144,8 +144,10 @@ final class _MapCore: @unchecked Sendable {
     guard
       !journal.entries.isEmpty || !journal.stashes.isEmpty || lifetime.hasWork || !outbox.isIdle
         || !registry.pendingStarts.isEmpty || layers.isLowered || !layers.deferred.isEmpty
-        || !(persistence?.current.isEmpty ?? true)
     else {
+      // NB: a write published directly (see `publishesDirectly`) of a persisted type leaves
+      // only its change for the store: nothing else of a commit has work to do.
+      if let persistence { persistence.handOver() }
       frame.depth -= 1
       lock.unlock()
       return
