@@ -36,16 +36,14 @@ public struct EntityHolders: Sendable, Hashable, CustomStringConvertible {
   /// Book(b1)`.
   public var description: String {
     var parts: [String] = []
-    func count(_ number: Int, _ noun: String) {
-      if number > 0 { parts.append("\(number) \(noun)\(number == 1 ? "" : "s")") }
-    }
-    count(handles, "handle")
-    count(subscriptions, "subscription")
+    if handles > 0 { parts.append(_counted(handles, "handle", "handles")) }
+    if subscriptions > 0 { parts.append(_counted(subscriptions, "subscription", "subscriptions")) }
     parts += aliases.map { "alias \"\($0)\"" }
     parts += parents.map { "parent \($0)" }
-    count(queries, "query")
-    if queries > 1 { parts[parts.count - 1] = "\(queries) queries" }
-    count(optimisticLayers, "optimistic layer")
+    if queries > 0 { parts.append(_counted(queries, "query", "queries")) }
+    if optimisticLayers > 0 {
+      parts.append(_counted(optimisticLayers, "optimistic layer", "optimistic layers"))
+    }
     if isRetainedByBuffer { parts.append("the release buffer") }
     return "\(entity): " + (parts.isEmpty ? "nothing" : parts.joined(separator: ", "))
   }
@@ -76,17 +74,14 @@ public struct IdentityMapStatistics: Sendable, Hashable, CustomStringConvertible
 
   /// Several lines: the totals, then the entities per type, most first.
   public var description: String {
-    func count(_ number: Int, _ singular: String, _ plural: String) -> String {
-      "\(number) \(number == 1 ? singular : plural)"
-    }
     var lines = [
       [
-        count(entities, "entity", "entities") + " (\(bufferedEntities) buffered)",
-        count(handles, "handle", "handles"),
-        count(subscriptions, "subscription", "subscriptions"),
-        count(aliases, "alias", "aliases"), count(queries, "query", "queries"),
-        count(collectors, "collector", "collectors"),
-        count(pendingLayers, "pending layer", "pending layers"),
+        _counted(entities, "entity", "entities") + " (\(bufferedEntities) buffered)",
+        _counted(handles, "handle", "handles"),
+        _counted(subscriptions, "subscription", "subscriptions"),
+        _counted(aliases, "alias", "aliases"), _counted(queries, "query", "queries"),
+        _counted(collectors, "collector", "collectors"),
+        _counted(pendingLayers, "pending layer", "pending layers"),
       ].joined(separator: ", ")
     ]
     for (type, count) in entitiesByType.sorted(by: { ($1.value, $0.key) < ($0.value, $1.key) }) {
@@ -94,6 +89,11 @@ public struct IdentityMapStatistics: Sendable, Hashable, CustomStringConvertible
     }
     return lines.joined(separator: "\n")
   }
+}
+
+/// `number` and the noun for it: `1 handle`, `2 handles`.
+func _counted(_ number: Int, _ singular: String, _ plural: String) -> String {
+  "\(number) \(number == 1 ? singular : plural)"
 }
 
 extension IdentityMap {
@@ -148,7 +148,7 @@ extension _MapCore {
         }.count ?? 0
       // NB: a shadow holds its entity once, whatever the number of layers over it.
       let shadow = layers.shadows[ObjectIdentifier(node)]
-      let layers = shadow?.entries.count ?? 0
+      let layerCount = shadow?.entries.count ?? 0
       countHandles(on: node, queries: queries, layers: shadow == nil ? 0 : 1)
       var lists: Set<ObjectIdentifier> = []
       for parent in node.s.extras?.parents ?? [] {
@@ -167,7 +167,7 @@ extension _MapCore {
         entity: EntityReference(T.self, id: id), handles: handles, subscriptions: subscriptions,
         aliases: aliases.sorted(),
         parents: parents.sorted { ($0.typeName, $0.id) < ($1.typeName, $1.id) }, queries: queries,
-        optimisticLayers: layers, isRetainedByBuffer: node.s.flags.contains(.buffered))
+        optimisticLayers: layerCount, isRetainedByBuffer: node.s.flags.contains(.buffered))
     }
   }
 
