@@ -53,15 +53,25 @@ struct ObserveOnQueueTests {
     withExtendedLifetime(subscription) {}
   }
 
-  @Test("A queue that lags gets the newest value, once")
-  func laggingQueueGetsTheNewest() {
+  /// A counter observed on a queue that stays busy (blocked) until `busy` is signalled.
+  func blockedQueue() -> (
+    map: IdentityMap, subscription: Subscription, seen: Locked<[Int]>, ui: DispatchQueue,
+    busy: DispatchSemaphore
+  ) {
     let map = IdentityMap()
     let counter = map.store(Counter(id: 1, value: 0))
     let seen = Locked<[Int]>([])
     let ui = queue("ui")
     let subscription = counter.observe(on: ui) { seen.append($0.value) }
     let busy = DispatchSemaphore(value: 0)
-    ui.async { busy.wait() }  // the queue is busy while 100 writes commit
+    ui.async { busy.wait() }
+    return (map, subscription, seen, ui, busy)
+  }
+
+  @Test("A queue that lags gets the newest value, once")
+  func laggingQueueGetsTheNewest() {
+    let (map, subscription, seen, ui, busy) = blockedQueue()
+    // The queue is busy while 100 writes commit.
     for value in 1...100 { map.update(Counter.self, id: 1) { $0.value = value } }
     busy.signal()
     ui.sync {}
@@ -71,13 +81,7 @@ struct ObserveOnQueueTests {
 
   @Test("After cancel, nothing not yet delivered is delivered")
   func cancelDropsPendingValues() {
-    let map = IdentityMap()
-    let counter = map.store(Counter(id: 1, value: 0))
-    let seen = Locked<[Int]>([])
-    let ui = queue("ui")
-    let subscription = counter.observe(on: ui) { seen.append($0.value) }
-    let busy = DispatchSemaphore(value: 0)
-    ui.async { busy.wait() }
+    let (map, subscription, seen, ui, busy) = blockedQueue()
     map.update(Counter.self, id: 1) { $0.value = 1 }
     subscription.cancel()
     map.update(Counter.self, id: 1) { $0.value = 2 }

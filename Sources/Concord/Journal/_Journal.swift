@@ -116,8 +116,9 @@ extension _MapCore {
 
   /// Whether a change to `node` can be published as it is made, skipping the journal: only in
   /// the outermost write, only while it has touched nothing else, so that no later write in it
-  /// can touch the node again, only when no query or collector reads its type's changes from
-  /// the journal (nor a logger of changed values), and never under optimistic layers, which raise their values before commit.
+  /// can touch the node again, only when no query or collector (nor a logger of changed
+  /// values) reads its type's changes from the journal, and never under optimistic layers,
+  /// which raise their values before commit.
   /// (A persisted type's change is handed to persistence as it is published: see
   /// `publishDirectly(_:_:stampBefore:)`.)
   @inlinable

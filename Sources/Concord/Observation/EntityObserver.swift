@@ -129,11 +129,18 @@ public struct EntityObserver<Value: Sendable>: Sendable {
   public func observe(
     on queue: DispatchQueue, _ onChange: @escaping @Sendable (Value) -> Void
   ) -> Subscription {
-    let relay = _QueueRelay(queue: queue, onChange: onChange)
+    let newest = _NewestValue<Value>()
     return subscribe(
       includingCurrentValue: false,
-      { _Subscriber<Value>(lastVersion: $0, onValue: { relay.offer($0) }) },
-      onCancel: { relay.cancel() })
+      {
+        _Subscriber<Value>(
+          lastVersion: $0,
+          onValue: { value in
+            guard newest.offer(value) else { return }
+            queue.async { while let value = newest.take() { onChange(value) } }
+          })
+      },
+      onCancel: { newest.cancel() })
   }
 
   /// The current value, then each committed change.

@@ -43,40 +43,12 @@
       }
     }
 
-    /// Applies the newest value offered since the last time.
+    /// Applies the newest value offered until none is left.
     private func applyNewest() {
-      guard let newest = relay.take() else { return }
-      value = newest
-      updates += 1
+      while let newest = relay.take() {
+        value = newest
+        updates += 1
+      }
     }
   }
 #endif
-
-/// The newest value a subscriber was given and nobody took yet, with whether a taker is on its
-/// way: what lets a busy consumer skip to the newest value.
-final class _NewestValue<Value: Sendable>: @unchecked Sendable {
-  // NB: @unchecked because the mutable fields are only touched while holding `lock`.
-  private let lock = Lock()
-  private var newest: Value?
-  private var isScheduled = false
-
-  /// Keeps `value` as the newest; returns whether a taker must be scheduled.
-  func offer(_ value: Value) -> Bool {
-    lock.lock()
-    defer { lock.unlock() }
-    newest = value
-    let schedule = !isScheduled
-    isScheduled = true
-    return schedule
-  }
-
-  /// Takes the newest value; the next offer schedules a taker again.
-  func take() -> Value? {
-    lock.lock()
-    defer { lock.unlock() }
-    isScheduled = false
-    let value = newest
-    newest = nil
-    return value
-  }
-}
