@@ -50,6 +50,7 @@ extension _MapCore {
         && persistence?.current.isEmpty ?? true,
       "\(registry.persistedTypes) persisted types counted, \(persisted) tables persisted, or "
         + "changes for the store left after the commit")
+    if let problem = persistence?.checkLayers() { check(false, problem) }
 
     var nodes: [_AnyNode] = []
     if let touched {

@@ -63,7 +63,8 @@ final class _MapCore: @unchecked Sendable {
       registry.consumerCount = 1
     }
     lifetime = _Lifetime(retention: retention)
-    persistence = store.map { _Persistence(store: $0, logger: logger) }
+    let lock = lock
+    persistence = store.map { _Persistence(store: $0, logger: logger, mapLock: lock) }
   }
 
   // MARK: Entering and leaving the lock
@@ -125,6 +126,20 @@ final class _MapCore: @unchecked Sendable {
     frame.phase = .open
     defer { frame.phase = phase }
     return try body()
+  }
+
+  /// Stops the program when the calling thread is inside one of the map's reads or writes:
+  /// `call` waits for the persistence writer, which needs the lock.
+  func checkOutsideWrites(_ call: String) {
+    lock.lock()
+    // NB: the lock is recursive: held, the depth is this thread's own.
+    let isInside = frame.depth > 0
+    lock.unlock()
+    precondition(
+      !isInside,
+      "Concord: \(call) was called inside a write (an `update` or transaction body, or code "
+        + "the map calls while it writes); it would wait for the store's writer, which waits "
+        + "for the write to end. Call it after the write.")
   }
 
   @usableFromInline

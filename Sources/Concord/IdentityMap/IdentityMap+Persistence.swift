@@ -63,9 +63,13 @@ extension IdentityMap {
   /// the background. A failed write is not lost: it stays readable through the map, is logged
   /// (``IdentityMapEvent/persistenceFailed(_:)``), and is tried again by the next flush.
   ///
-  /// Without a store, it does nothing.
+  /// Call it outside the map's writes: from an `update` or transaction body, or from code the
+  /// map calls while it writes, it would wait for the writer while holding what the writer
+  /// needs, so it stops the program with a message instead. Without a store, it does nothing.
   public func flush() throws {
-    try _core.persistence?.flush()
+    guard let persistence = _core.persistence else { return }
+    _core.checkOutsideWrites("flush()")
+    try persistence.flush()
   }
 
   /// Removes every entity and alias, from memory and from the store.
@@ -73,8 +77,10 @@ extension IdentityMap {
   /// Memory is emptied at once, as ``removeAll()`` does (open handles report `isRemoved`), and
   /// the store is emptied in one transaction after every write committed before. `reset()`
   /// waits for it, and throws if the store failed; the wipe is then tried again at the next
-  /// ``flush()``, and meanwhile the map reads nothing from the store.
+  /// ``flush()``, and meanwhile the map reads nothing from the store. Like `flush()`, call it
+  /// outside the map's writes.
   public func reset() throws {
+    _core.checkOutsideWrites("reset()")
     _core.write { _core.reset() }
     try flush()
   }

@@ -1,8 +1,8 @@
 // Persistence in the engine.
 //
 // Writing. A persisted type counts as a consumer of the change log (`_AnyNode.hasConsumers`),
-// so every write of it is journaled, and at commit `feedConsumers()` hands each change to the
-// type's `_Persisted`, which turns it into a `_PersistOp` for the store. Releases are not
+// so every write of it is journaled or published directly, and each committed change reaches the
+// type's `_Persisted`, which records it as a row (`_Row`) for the store. Releases are not
 // changes: a released entity stays in the store.
 //
 // Loading. An entity of a persisted type that is not in memory counts as stored: before a write
@@ -15,60 +15,235 @@
 // entities of persisted types missing from memory, and loads them, so that the pass compares
 // each occurrence with the stored entity (stamps, merging) as it would in memory.
 
-/// How the map persists entity type `T`, made by ``IdentityMap/persist(_:as:)`` where `T` is
-/// known to be `Codable`.
+/// A persisted type, type-erased: what `_Persistence` asks of each. See `_Persisted`.
 @usableFromInline
-final class _Persisted<T: Identifiable & Sendable>: @unchecked Sendable {
-  // NB: @unchecked because `unapplied` is only touched under `persistence`'s lock.
+class _AnyPersisted: @unchecked Sendable {
+  // NB: @unchecked for the subclass's state, guarded as `_Persisted` says.
 
-  /// The name of `T`'s rows in the store.
+  /// The name of the type's rows in the store.
   @usableFromInline let kind: String
-  @usableFromInline let persistence: _Persistence
-  /// The newest unapplied change of each entity: its value, or `nil` when deleted.
-  #if DEBUG
-    @usableFromInline var unapplied: [T.ID: _Pending<T>] = [:]
-  #else
-    @exclusivity(unchecked) @usableFromInline var unapplied: [T.ID: _Pending<T>] = [:]
-  #endif
+
+  @usableFromInline
+  init(kind: String) {
+    self.kind = kind
+  }
+
+  /// Drops the open layer's rows: a deletion of the kind came after them.
+  func wipeOpen() {}
+  /// Moves the open layer's rows in flight. On the writer.
+  func closeOpen() {}
+  /// Starts with `count` layers in flight, none holding rows of the type.
+  func startInFlight(_ count: Int) {}
+  /// Appends the changes of the rows of the layer at `position` in flight, encoded. On the
+  /// writer, outside the map's lock.
+  func encode(_ position: Int, _ store: any PersistentStore, into changes: inout [PersistentChange])
+  {}
+  /// Forgets what the writer's failed round found that did not encode. On the writer.
+  func encodingFailed() {}
+  /// Forgets the layers in flight, applied: `layers`. On the writer.
+  func applied(_ layers: [_StoreLayer]) {}
+  /// What is wrong with the type's layers, given how many are in flight; `nil` when nothing
+  /// is.
+  func checkLayers(inFlight _: Int) -> String? { nil }
+}
+
+/// How the map persists entity type `T`, made by ``IdentityMap/persist(_:as:)`` where `T` is
+/// known to be `Codable`, and the type's rows in `_Persistence`'s layers.
+///
+/// NB: rows are kept by type, in arrays, so that a commit allocates nothing per change, and a
+/// read finds them by the entity's own id: an op object, an `AnyHashable` key or a dictionary
+/// insert per change cost the committing thread more than the write. Reads index the arrays
+/// when they need to, once per row.
+@usableFromInline
+final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Sendable {
+  // NB: @unchecked because everything is touched under the map's lock, except `unencodable`,
+  // which only the writer touches; it also reads `inFlight`, which only it changes, outside.
+
+  /// NB: unowned(unsafe): `persistence` holds every persisted type (`types`), for its writer,
+  /// and a strong reference back would keep both, and the store, alive forever. Nothing holds a
+  /// persisted type longer than its persistence: its table and its alias slots belong to the
+  /// map, which holds the persistence, and its ops are in the persistence's own changes.
+  @usableFromInline unowned(unsafe) let persistence: _Persistence
   /// The operations that need `T` to be `Codable`, specialized for `T` where it is known.
-  @usableFromInline var ops: _PersistedOps<T>
+  @usableFromInline let ops: _PersistedOps<T>
+
+  /// The rows of the open layer, in commit order.
+  #if DEBUG
+    @usableFromInline var open: [_Row<T>] = []
+  #else
+    // NB: as the core's parts: the map's lock makes every access exclusive.
+    @exclusivity(unchecked) @usableFromInline var open: [_Row<T>] = []
+  #endif
+  /// The position of the newest row of each id among the first `openIndexed` of `open`, built
+  /// by reads.
+  private var openIndex: [T.ID: Int] = [:]
+  private var openIndexed = 0
+  /// The rows of each layer in flight, in commit order.
+  private var inFlight: [[_Row<T>]] = []
+  /// The position of the newest row of each id in each layer in flight, once a read needed it.
+  private var inFlightIndex: [[T.ID: Int]?] = []
+  /// Rows the writer could not encode: readable for as long as the map lives, unless a newer
+  /// change of the entity is applied.
+  private var stuck: [T.ID: _Row<T>] = [:]
+  /// The positions of the rows of each layer in flight that did not encode, this round. Only
+  /// on the writer.
+  private var unencodable: [[Int]] = []
 
   @inlinable
   init(kind: String, persistence: _Persistence, ops: _PersistedOps<T>) {
-    self.kind = kind
     self.persistence = persistence
     self.ops = ops
+    super.init(kind: kind)
   }
 
-  /// Persists what the committed write did to `node`.
+  /// Records what the committed write did to `node`.
   @inlinable
   func _record(_ node: _EntityNode<T>, _ kind: _ChangeKind, stampBefore: Stamp) {
     let stamp: Stamp? = node.s.stamp.isNaN ? nil : node.s.stamp
     switch kind {
     case .inserted, .updated:
-      persistence.current.append(ops.change(self, node.value.id, node.value, stamp))
+      stage(_Row(id: node.value.id, value: node.value, stamp: stamp))
     case .unchanged:
       // NB: `==` to what was stored (or just loaded), but a newer stamp must reach the store,
       // or a write older than it would be taken after a restart.
       if !node.s.stamp._isSame(as: stampBefore) {
-        persistence.current.append(ops.change(self, node.value.id, node.value, stamp))
+        stage(_Row(id: node.value.id, value: node.value, stamp: stamp))
       }
     case .removed:
-      persistence.current.append(ops.change(self, node.value.id, nil, nil))
+      stage(_Row(id: node.value.id, value: nil, stamp: nil))
     }
+  }
+
+  /// Adds `row` to the open layer, after what the write handed over before it.
+  @inlinable
+  func stage(_ row: _Row<T>) {
+    if !persistence.current.isEmpty { persistence.handOverCurrent() }
+    open.append(row)
+    persistence.hasOpen = true
+  }
+
+  override func wipeOpen() {
+    open.removeAll()
+    openIndex.removeAll()
+    openIndexed = 0
+  }
+
+  override func closeOpen() {
+    inFlight.append(open)
+    inFlightIndex.append(nil)
+    open = []
+    openIndex.removeAll()
+    openIndexed = 0
+  }
+
+  override func startInFlight(_ count: Int) {
+    inFlight = Array(repeating: [], count: count)
+    inFlightIndex = Array(repeating: nil, count: count)
+  }
+
+  override func encode(
+    _ position: Int, _ store: any PersistentStore, into changes: inout [PersistentChange]
+  ) {
+    if position == 0 { unencodable = [] }
+    var skipped: [Int] = []
+    let rows = inFlight[position]
+    if !rows.isEmpty { ops.encode(self, rows, store, &changes, &skipped) }
+    unencodable.append(skipped)
+  }
+
+  /// Appends the changes of `rows`, encoded for `store`, and lists in `skipped` the positions
+  /// of the rows that did not encode.
+  @inlinable
+  func _encode(
+    _ rows: [_Row<T>], _ store: any PersistentStore, into changes: inout [PersistentChange],
+    skipped: inout [Int]
+  ) where T: Codable, T.ID: Codable {
+    changes.reserveCapacity(changes.count + rows.count)
+    for (position, row) in rows.enumerated() {
+      do {
+        let key = try store.encode(row.id)
+        if let value = row.value {
+          changes.append(
+            .save(
+              kind: kind, key: key,
+              record: PersistentRecord(payload: try store.encode(value), stamp: row.stamp)))
+        } else {
+          changes.append(.delete(kind: kind, key: key))
+        }
+      } catch {
+        // NB: a value that cannot be encoded will not be next time either: it is reported,
+        // and stays readable for as long as the map lives.
+        persistence.report(error, while: "encoding \(kind)(\(row.id))")
+        skipped.append(position)
+      }
+    }
+  }
+
+  override func encodingFailed() { unencodable = [] }
+
+  override func applied(_ layers: [_StoreLayer]) {
+    for (position, layer) in layers.enumerated() {
+      if persistence.wipes(kind, aliases: false, in: layer) { stuck.removeAll() }
+      // NB: a type named while the writer wrote has nothing in these layers.
+      let skipped = position < unencodable.count ? unencodable[position] : []
+      guard !stuck.isEmpty || !skipped.isEmpty else { continue }
+      // NB: in order: the newest row of an entity decides whether it is stuck.
+      var next = skipped.makeIterator()
+      var nextSkipped = next.next()
+      for (index, row) in inFlight[position].enumerated() {
+        if index == nextSkipped {
+          stuck[row.id] = row
+          nextSkipped = next.next()
+        } else {
+          stuck[row.id] = nil
+        }
+      }
+    }
+    inFlight.removeAll()
+    inFlightIndex.removeAll()
+    unencodable = []
+  }
+
+  override func checkLayers(inFlight count: Int) -> String? {
+    guard inFlight.count == count, inFlightIndex.count == count, openIndexed <= open.count else {
+      return "\(kind): \(inFlight.count) layers in flight, \(count) expected"
+    }
+    return nil
+  }
+
+  /// What the unapplied changes say of the entity `id`: those of the write under way first.
+  func unapplied(_ id: T.ID) -> _Unapplied<T> {
+    func state(_ row: _Row<T>) -> _Unapplied<T> {
+      row.value.map { .saved($0, row.stamp) } ?? .deleted
+    }
+    // NB: the write's own deletions are not in a layer until it commits.
+    if persistence.current.contains(where: {
+      $0.deletes(kind, aliases: false) || ($0 as? _RowRemoval<T>)?.id == id
+    }) {
+      return .deleted
+    }
+    for position in openIndexed..<open.count { openIndex[open[position].id] = position }
+    openIndexed = open.count
+    if let position = openIndex[id] { return state(open[position]) }
+    if persistence.wipes(kind, aliases: false, in: persistence.open) { return .deleted }
+    for layer in inFlight.indices.reversed() {
+      if inFlightIndex[layer] == nil {
+        var index: [T.ID: Int] = [:]
+        for (position, row) in inFlight[layer].enumerated() { index[row.id] = position }
+        inFlightIndex[layer] = index
+      }
+      if let position = inFlightIndex[layer]?[id] { return state(inFlight[layer][position]) }
+      if persistence.wipes(kind, aliases: false, in: persistence.inFlight[layer]) {
+        return .deleted
+      }
+    }
+    return stuck[id].map(state) ?? .unknown
   }
 
   /// The entity `id` as the store has it (the changes not yet applied included), or `nil`.
   /// Failures are logged to the map's outbox, and read as missing.
   func read(_ id: T.ID, _ core: _MapCore) -> (value: T, stamp: Stamp?)? {
-    let unapplied: _Unapplied<T> = persistence.withLock {
-      let wipe = persistence.wipeSerial(of: kind)
-      if let change = self.unapplied[id], change.serial > wipe {
-        return change.value.map { .saved($0, change.stamp) } ?? .deleted
-      }
-      return wipe > 0 ? .deleted : .unknown
-    }
-    switch unapplied {
+    switch unapplied(id) {
     case .saved(let value, let stamp): return (value, stamp)
     case .deleted: return nil
     case .unknown: break
@@ -91,7 +266,7 @@ final class _Persisted<T: Identifiable & Sendable>: @unchecked Sendable {
 
   /// The ids the alias `name` names, as the store has them, with the alias's stamp.
   func readAlias(_ name: String, _ core: _MapCore) -> (ids: [T.ID], stamp: Stamp?)? {
-    switch persistence.unappliedAlias(name) {
+    switch persistence.unappliedAlias(name, kind: kind) {
     case .saved(let values, let stamp): return ((values as? [T] ?? []).map(\.id), stamp)
     case .deleted: return nil
     case .unknown: break
@@ -106,19 +281,35 @@ final class _Persisted<T: Identifiable & Sendable>: @unchecked Sendable {
   }
 }
 
-/// An unapplied change of one entity.
+/// One unapplied change of an entity: its value and stamp, or its deletion.
 @usableFromInline
-struct _Pending<T> {
-  @usableFromInline let serial: Int
+struct _Row<T: Identifiable> {
+  @usableFromInline let id: T.ID
   /// The value saved, or `nil` for a deletion.
   @usableFromInline let value: T?
   @usableFromInline let stamp: Stamp?
 
   @inlinable
-  init(serial: Int, value: T?, stamp: Stamp?) {
-    self.serial = serial
+  init(id: T.ID, value: T?, stamp: Stamp?) {
+    self.id = id
     self.value = value
     self.stamp = stamp
+  }
+}
+
+/// The deletion of an entity found by a load (see `admitLoaded`), which, unlike the rows a
+/// commit records, a rollback must be able to drop.
+final class _RowRemoval<T: Identifiable & Sendable>: _PersistOp, @unchecked Sendable {
+  let persisted: _Persisted<T>
+  let id: T.ID
+
+  init(_ persisted: _Persisted<T>, id: T.ID) {
+    self.persisted = persisted
+    self.id = id
+  }
+
+  override func handOver(to _: _Persistence) {
+    persisted.open.append(_Row(id: id, value: nil, stamp: nil))
   }
 }
 
@@ -131,13 +322,11 @@ struct _Pending<T> {
 struct _PersistedOps<T: Identifiable & Sendable> {
   /// `_Persisted._record`, specialized.
   @usableFromInline let record: (_Persisted<T>, _EntityNode<T>, _ChangeKind, Stamp) -> Void
-  /// The op saving an entity (stamped), or deleting it (`nil`).
-  @usableFromInline let change: (_Persisted<T>, T.ID, T?, Stamp?) -> _PersistOp
-  /// Lists and unlists an op in `_Persisted.unapplied`; see `_PersistOp`.
-  @usableFromInline let note: (_Persisted<T>, _PersistOp) -> Void
-  @usableFromInline let forget: (_Persisted<T>, _PersistOp) -> Void
+  /// `_Persisted._encode`, specialized.
+  @usableFromInline let encode:
+    (_Persisted<T>, [_Row<T>], any PersistentStore, inout [PersistentChange], inout [Int]) -> Void
   /// The op saving an alias naming entities of `T`, given their values.
-  @usableFromInline let saveAlias: (String, String, [T], Stamp?) -> _PersistOp
+  @usableFromInline let saveAlias: (String, String, [T], Stamp?) -> _AliasOp
   @usableFromInline let decode: ([UInt8]) throws -> T
   @usableFromInline let decodeIDs: ([UInt8]) throws -> [T.ID]
   @usableFromInline let encodeID: (T.ID) throws -> [UInt8]
@@ -147,18 +336,8 @@ struct _PersistedOps<T: Identifiable & Sendable> {
     record = { persisted, node, kind, stampBefore in
       persisted._record(node, kind, stampBefore: stampBefore)
     }
-    change = { persisted, id, value, stamp in
-      _EntityChange(persisted, id: id, value: value, stamp: stamp)
-    }
-    note = { persisted, op in
-      let op = unsafeDowncast(op, to: _EntityChange<T>.self)
-      persisted.unapplied[op.id] = _Pending(serial: op.serial, value: op.value, stamp: op.stamp)
-    }
-    forget = { persisted, op in
-      let op = unsafeDowncast(op, to: _EntityChange<T>.self)
-      if persisted.unapplied[op.id]?.serial == op.serial {
-        persisted.unapplied.removeValue(forKey: op.id)
-      }
+    encode = { persisted, rows, store, changes, skipped in
+      persisted._encode(rows, store, into: &changes, skipped: &skipped)
     }
     saveAlias = { name, kind, values, stamp in
       _AliasSave(name: name, kind: kind, values: values, stamp: stamp)
@@ -169,55 +348,21 @@ struct _PersistedOps<T: Identifiable & Sendable> {
   }
 }
 
-/// The save or deletion of one entity of `T`.
-@usableFromInline
-final class _EntityChange<T: Identifiable & Codable & Sendable>: _PersistOp, @unchecked Sendable
-where T.ID: Codable {
-  @usableFromInline let persisted: _Persisted<T>
-  @usableFromInline let id: T.ID
-  @usableFromInline let value: T?
-  @usableFromInline let stamp: Stamp?
-
-  @inlinable
-  init(_ persisted: _Persisted<T>, id: T.ID, value: T?, stamp: Stamp?) {
-    self.persisted = persisted
-    self.id = id
-    self.value = value
-    self.stamp = stamp
-  }
-
-  override func change(_ store: any PersistentStore) throws -> PersistentChange {
-    let key = try store.encode(id)
-    guard let value else { return .delete(kind: persisted.kind, key: key) }
-    return .save(
-      kind: persisted.kind, key: key,
-      record: PersistentRecord(payload: try store.encode(value), stamp: stamp))
-  }
-
-  override func note(in _: _Persistence) { persisted.ops.note(persisted, self) }
-
-  override func forget(in _: _Persistence) { persisted.ops.forget(persisted, self) }
-
-  override var description: String { "\(persisted.kind)(\(id))" }
-}
-
 /// The save of an alias naming entities of `T`.
 @usableFromInline
 final class _AliasSave<T: Identifiable & Codable & Sendable>: _AliasOp, @unchecked Sendable
 where T.ID: Codable {
-  let kind: String
   let entities: [T]
 
   @usableFromInline
   init(name: String, kind: String, values: [T], stamp: Stamp?) {
-    self.kind = kind
     entities = values
-    super.init(name: name, values: values, stamp: stamp)
+    super.init(name: name, kind: kind, values: values, stamp: stamp)
   }
 
   override func change(_ store: any PersistentStore) throws -> PersistentChange {
     .saveAlias(
-      name: name, kind: kind,
+      name: name, kind: kind ?? "",
       record: PersistentRecord(payload: try store.encode(entities.map(\.id)), stamp: stamp))
   }
 }
@@ -235,8 +380,10 @@ extension _MapCore {
   func persist<T: Identifiable & Codable & Sendable>(_: T.Type, kind: String) where T.ID: Codable {
     guard let persistence = checkPersistable(T.self, kind: kind) else { return }
     let table = registry.table(for: T.self)
-    table.persisted = _Persisted(
+    let persisted = _Persisted<T>(
       kind: kind, persistence: persistence, ops: _PersistedOps(store: persistence.store))
+    table.persisted = persisted
+    persistence.register(persisted)
     registry.consumerCount += 1
     registry.persistedTypes += 1
   }
@@ -299,7 +446,7 @@ extension _MapCore {
         // NB: it requires an entity that was removed while it was not in memory: the removal
         // takes it too, as it would have in memory.
         if let persisted = table.persisted {
-          persistence?.current.append(persisted.ops.change(persisted, value.id, nil, nil))
+          persistence?.current.append(_RowRemoval(persisted, id: value.id))
         }
         return
       }
@@ -414,10 +561,8 @@ extension _MapCore {
   func persistRemovingAll() {
     guard let persistence else { return }
     for kind in persistence.kindOwners.keys.sorted() {
-      persistence.current.append(_WipeOp(target: kind, .deleteKind(kind)))
-      // NB: the aliases of every kind are wiped under the one target "@": together they are
-      // every alias the store has, and `removeAll` empties every alias.
-      persistence.current.append(_WipeOp(target: "@", .deleteAliases(kind: kind)))
+      persistence.current.append(_WipeOp(.deleteKind(kind)))
+      persistence.current.append(_WipeOp(.deleteAliases(kind: kind)))
     }
   }
 
@@ -425,7 +570,7 @@ extension _MapCore {
   /// ``IdentityMap/reset()``.
   func reset() {
     removeAll()
-    persistence?.current.append(_WipeOp(target: "", .deleteEverything))
+    persistence?.current.append(_WipeOp(.deleteEverything))
   }
 }
 
@@ -460,7 +605,9 @@ extension _MapCore {
     guard node.persist == nil else { return }
     let name = node.id.name
     node.persist = { node in
-      guard let value = node.value else { return _AliasOp(name: name, values: nil, stamp: nil) }
+      guard let value = node.value else {
+        return _AliasOp(name: name, kind: nil, values: nil, stamp: nil)
+      }
       return persisted.ops.saveAlias(
         name, persisted.kind, values(value), node.s.stamp.isNaN ? nil : node.s.stamp)
     }
@@ -483,6 +630,6 @@ extension _MapCore {
   @usableFromInline
   func persistRemovingAlias(_ name: String) {
     guard registry.persistedTypes > 0, let persistence else { return }
-    persistence.current.append(_AliasOp(name: name, values: nil, stamp: nil))
+    persistence.current.append(_AliasOp(name: name, kind: nil, values: nil, stamp: nil))
   }
 }

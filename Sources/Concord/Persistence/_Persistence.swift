@@ -4,196 +4,282 @@ import Dispatch
 /// background writer that applies it, and the changes committed but not yet applied, which
 /// reads consult before the store.
 ///
-/// Ordering. Commits hand their changes over under the map's lock, so they queue in commit
-/// order; the writer applies every queued commit as one store transaction, oldest first. A
-/// change stays in `unapplied` until the transaction holding it is applied, so a read made
-/// under the map's lock sees each row either there or in the store, never neither.
+/// Layers. What a commit hands over joins the open layer. The writer closes it (it goes in
+/// flight) and applies every layer in flight as one store transaction, oldest first: the
+/// commits of a layer are consecutive, and a layer is closed between two commits, so a commit
+/// reaches the store whole or not at all. A layer holds, in this order, the deletions of whole
+/// kinds made in it (`_StoreLayer`), the rows of each persisted type (`_Persisted`, which keeps
+/// them by type so that a commit allocates nothing per change), and the newest change of each
+/// alias.
 ///
-/// A failed transaction loses nothing: its changes stay queued and in `unapplied`, it is
-/// logged, and the next flush tries it again and throws the error once.
+/// Locking. The layers are guarded by the map's lock: a commit adds to the open layer without
+/// taking another lock, and the writer takes the map's lock only to close the open layer and to
+/// drop the layers it applied. It encodes and writes outside it, reading the layers in flight,
+/// which only it changes.
+///
+/// Reads. A layer stays readable until the transaction holding it is applied, so a read made
+/// under the map's lock finds each row in a layer or in the store, never neither. A read looks
+/// through the layers newest first.
+///
+/// A failed transaction loses nothing: its layers stay in flight and readable, it is logged, and
+/// the next hand-over or flush tries them again, with the layers closed since, and throws the
+/// error once.
 @usableFromInline
 final class _Persistence: @unchecked Sendable {
-  // NB: @unchecked because `current` and `kinds` are only touched under the map's
-  // lock, and everything else only under `lock`.
+  // NB: @unchecked because everything is touched under the map's lock, except `firstError`,
+  // under `errorLock`, and the layers in flight, which the writer also reads outside it.
 
   @usableFromInline let store: any PersistentStore
   let logger: (any IdentityMapLogger)?
-  /// Guards the queue, `unapplied`, the error and the writer's state. A leaf: never held while
-  /// calling the store or the logger.
-  private let lock = Lock()
+  /// The map's lock.
+  private let mapLock: Lock
+  /// Guards `firstError`. A leaf: never held while calling the store or the logger.
+  private let errorLock = Lock()
   private let writer = DispatchQueue(label: "Concord.persistence.writer")
 
-  // Under the map's lock.
-
-  /// The changes of the write committing now, handed over when it commits.
+  /// The changes of the write under way that are not rows a commit records: deletions of
+  /// kinds, alias changes, and removals found by loads, in order. A transaction's rollback drops
+  /// its own.
   #if DEBUG
     @usableFromInline var current: [_PersistOp] = []
   #else
     // NB: as the core's parts: the map's lock makes every access exclusive.
     @exclusivity(unchecked) @usableFromInline var current: [_PersistOp] = []
   #endif
+  /// Whether anything joined the open layer since it opened.
+  #if DEBUG
+    @usableFromInline var hasOpen = false
+  #else
+    @exclusivity(unchecked) @usableFromInline var hasOpen = false
+  #endif
   /// The persisted types' kinds, by type, and the types of each kind.
   var kinds: [ObjectIdentifier: String] = [:]
   var kindOwners: [String: ObjectIdentifier] = [:]
-
-  // Under `lock`.
-
-  /// Commits handed over and not yet taken by the writer, oldest first.
-  #if DEBUG
-    private var queued: [_PersistOp] = []
-  #else
-    @exclusivity(unchecked) private var queued: [_PersistOp] = []
-  #endif
-  /// Taken by the writer, failed, to try again first.
-  private var failed: [_PersistOp] = []
-  /// Unapplied deletions of whole kinds (`@` for every alias, the empty kind for everything),
-  /// with the serial of the newest. NB: the unapplied changes of rows are kept by type, in
-  /// `_Persisted.unapplied`, keyed by the typed id: no `AnyHashable` on the commit path.
-  var unappliedWipes: [String: Int] = [:]
-  /// The newest unapplied change of each alias: the entities it names, or `nil` when deleted.
-  var unappliedAliases: [String: (serial: Int, values: Any?, stamp: Stamp?)] = [:]
-  private var lastSerial = 0
+  /// Every persisted type, in the order they were named.
+  private(set) var types: [_AnyPersisted] = []
+  /// The layer the commits join.
+  private(set) var open = _StoreLayer()
+  /// The layers taken by the writer and not yet applied, oldest first. Only the writer adds
+  /// or removes them.
+  private(set) var inFlight: [_StoreLayer] = []
+  /// Alias changes the writer could not encode: readable for as long as the map lives, unless
+  /// a newer change of the alias is applied.
+  private var stuckAliases: [String: _AliasOp] = [:]
   private var isWriting = false
+
+  /// The first error since the last flush. Under `errorLock`.
   private var firstError: (any Error)?
 
-  init(store: any PersistentStore, logger: (any IdentityMapLogger)?) {
+  init(store: any PersistentStore, logger: (any IdentityMapLogger)?, mapLock: Lock) {
     self.store = store
     self.logger = logger
+    self.mapLock = mapLock
+  }
+
+  /// Adds a newly persisted type.
+  @usableFromInline
+  func register(_ persisted: _AnyPersisted) {
+    persisted.startInFlight(inFlight.count)
+    types.append(persisted)
   }
 
   // MARK: Handing over
 
-  /// Queues the changes of the write that commits now, and wakes the writer. Under the map's
-  /// lock, so commits queue in commit order.
+  /// Adds what the write hands over to the open layer, and wakes the writer. At commit, when
+  /// nothing can roll the write back, so commits join in commit order.
+  @usableFromInline
   func handOver() {
-    guard !current.isEmpty else { return }
-    lock.lock()
-    for op in current {
-      lastSerial += 1
-      op.serial = lastSerial
-      op.note(in: self)
-    }
-    queued.append(contentsOf: current)
-    current.removeAll(keepingCapacity: true)
-    let wake = !isWriting
+    handOverCurrent()
+    guard hasOpen, !isWriting else { return }
     isWriting = true
-    lock.unlock()
     // NB: the writer starts a moment later, so that the commits made meanwhile join its
     // transaction: waking it for each commit would cost the committing thread more than the
     // commit. `flush()` does not wait for the moment.
-    if wake { writer.asyncAfter(deadline: .now() + Self.gathering) { self.write() } }
+    writer.asyncAfter(deadline: .now() + Self.gathering) { self.write() }
+  }
+
+  /// Adds the changes of `current` to the open layer. A commit's rows join it as they are
+  /// recorded, after anything `current` holds: they say what each entity is at the end of the
+  /// write, after anything it deleted.
+  @usableFromInline
+  func handOverCurrent() {
+    guard !current.isEmpty else { return }
+    for op in current { op.handOver(to: self) }
+    current.removeAll(keepingCapacity: true)
+    hasOpen = true
   }
 
   /// How long the writer gathers commits before it writes them.
   static let gathering = DispatchTimeInterval.milliseconds(2)
 
-  // MARK: Writing
-
-  /// Applies whatever is queued, one store transaction per round, until nothing is. On the
-  /// writer queue.
-  private func write() {
-    while true {
-      lock.lock()
-      var ops: [_PersistOp] = []
-      // NB: swapped out, not copied: the committing thread waits for this lock.
-      swap(&ops, &queued)
-      if !failed.isEmpty {
-        ops = failed + ops
-        failed = []
-      }
-      guard !ops.isEmpty else {
-        isWriting = false
-        lock.unlock()
-        return
-      }
-      lock.unlock()
-      if !apply(ops) { return }
+  /// Records in the open layer the deletion `change`, of a kind's rows, of a kind's aliases or
+  /// of everything: what the layer holds before it is moot.
+  func wipe(_ change: PersistentChange) {
+    open.wipes.append(change)
+    switch change {
+    case .deleteEverything:
+      open.wipesEverything = true
+      open.aliases.removeAll()
+      for persisted in types { persisted.wipeOpen() }
+    case .deleteKind(let kind):
+      open.wipedKinds.insert(kind)
+      for persisted in types where persisted.kind == kind { persisted.wipeOpen() }
+    case .deleteAliases(let kind):
+      open.wipedAliasKinds.insert(kind)
+      open.aliases = open.aliases.filter { $0.value.kind != kind }
+    case .save, .delete, .saveAlias, .deleteAlias:
+      preconditionFailure("Concord: \(change) is not a deletion of a kind")
     }
   }
 
-  /// Applies `ops` as one transaction. Returns `false` when it failed: the writer stops until
-  /// the next hand-over or flush, which tries them again.
-  private func apply(_ ops: [_PersistOp]) -> Bool {
-    var changes: [PersistentChange] = []
-    changes.reserveCapacity(ops.count)
-    var encodable: [_PersistOp] = []
-    for op in ops {
-      do {
-        changes.append(try op.change(store))
-        encodable.append(op)
-      } catch {
-        // NB: a value that cannot be encoded will not be next time either: it is reported,
-        // and stays readable from `unapplied` for as long as the map lives.
-        report(error, while: "encoding \(op.description)")
+  /// Records in the open layer the change `op` of an alias.
+  func noteAlias(_ op: _AliasOp) {
+    open.aliases[op.name] = op
+  }
+
+  // MARK: Writing
+
+  /// Applies whatever is handed over, one store transaction per round, until nothing is. On
+  /// the writer queue.
+  private func write() {
+    while true {
+      mapLock.lock()
+      if hasOpen {
+        inFlight.append(open)
+        open = _StoreLayer()
+        hasOpen = false
+        for persisted in types { persisted.closeOpen() }
       }
+      guard !inFlight.isEmpty else {
+        isWriting = false
+        mapLock.unlock()
+        return
+      }
+      let layers = inFlight
+      let types = types
+      mapLock.unlock()
+      if !apply(layers, types) { return }
+    }
+  }
+
+  /// Applies the layers in flight as one transaction. Returns `false` when it failed: the
+  /// writer stops until the next hand-over or flush, which tries them again.
+  private func apply(_ layers: [_StoreLayer], _ types: [_AnyPersisted]) -> Bool {
+    var changes: [PersistentChange] = []
+    var unencodableAliases: [[_AliasOp]] = []
+    for (position, layer) in layers.enumerated() {
+      changes += layer.wipes
+      for persisted in types { persisted.encode(position, store, into: &changes) }
+      var unencodable: [_AliasOp] = []
+      // NB: sorted, so that the store sees the same order in every run.
+      for name in layer.aliases.keys.sorted() {
+        let op = layer.aliases[name]!
+        do {
+          changes.append(try op.change(store))
+        } catch {
+          // NB: a value that cannot be encoded will not be next time either: it is reported,
+          // and stays readable for as long as the map lives.
+          report(error, while: "encoding alias \"\(name)\"")
+          unencodable.append(op)
+        }
+      }
+      unencodableAliases.append(unencodable)
     }
     do {
       try store.apply(changes)
     } catch {
-      lock.lock()
-      failed = encodable
-      isWriting = false
-      lock.unlock()
+      for persisted in types { persisted.encodingFailed() }
+      mapLock.withLock { isWriting = false }
       report(error, while: "writing \(changes.count) changes")
       return false
     }
-    // NB: in slices, so that a committing thread never waits long for the lock.
-    for start in stride(from: 0, to: encodable.count, by: 256) {
-      lock.lock()
-      for op in encodable[start..<min(start + 256, encodable.count)] { op.forget(in: self) }
-      lock.unlock()
+    mapLock.lock()
+    for (layer, unencodable) in zip(layers, unencodableAliases) {
+      if layer.wipesEverything {
+        stuckAliases.removeAll()
+      } else if !layer.wipedAliasKinds.isEmpty {
+        stuckAliases = stuckAliases.filter { !layer.wipedAliasKinds.contains($0.value.kind ?? "") }
+      }
+      if !stuckAliases.isEmpty {
+        for name in layer.aliases.keys { stuckAliases[name] = nil }
+      }
+      for op in unencodable { stuckAliases[op.name] = op }
     }
+    // NB: every type, those named while the writer wrote included.
+    for persisted in self.types { persisted.applied(layers) }
+    inFlight.removeAll()
+    mapLock.unlock()
     return true
   }
 
   /// Keeps the first error since the last flush, and logs it.
-  private func report(_ error: any Error, while doing: String) {
-    lock.lock()
-    if firstError == nil { firstError = error }
-    lock.unlock()
+  @usableFromInline
+  func report(_ error: any Error, while doing: String) {
+    errorLock.withLock {
+      if firstError == nil { firstError = error }
+    }
     logger?.log(.persistenceFailed("\(doing): \(error)"))
   }
 
   /// Waits until everything handed over so far is applied (or has failed), and throws the
-  /// first error since the last flush. Retries what failed before.
+  /// first error since the last flush. Retries what failed before. Not under the map's lock:
+  /// the writer takes it.
   func flush() throws {
     writer.sync {
-      lock.lock()
-      isWriting = true
-      lock.unlock()
+      mapLock.withLock { isWriting = true }
       write()
     }
-    lock.lock()
-    let error = firstError
-    firstError = nil
-    lock.unlock()
+    let error = errorLock.withLock {
+      defer { firstError = nil }
+      return firstError
+    }
     if let error { throw error }
   }
 
   // MARK: Reading
 
-  /// Runs `body` under the lock that guards what is unapplied.
-  func withLock<R>(_ body: () -> R) -> R {
-    lock.lock()
-    defer { lock.unlock() }
-    return body()
+  /// Whether `layer` deletes `kind`'s rows (with `aliases`, its aliases) before its own.
+  func wipes(_ kind: String, aliases: Bool, in layer: _StoreLayer) -> Bool {
+    layer.wipesEverything
+      || (aliases ? layer.wipedAliasKinds.contains(kind) : layer.wipedKinds.contains(kind))
   }
 
-  /// The serial of the newest unapplied wipe of `kind`'s rows. Under `withLock`.
-  func wipeSerial(of kind: String) -> Int {
-    max(unappliedWipes[kind] ?? 0, unappliedWipes[""] ?? 0)
-  }
-
-  /// What the unapplied changes say of the alias `name`.
-  func unappliedAlias(_ name: String) -> _Unapplied<Any> {
-    withLock {
-      let wipe = wipeSerial(of: "@")
-      if let change = unappliedAliases[name], change.serial > wipe {
-        return change.values.map { .saved($0, change.stamp) } ?? .deleted
+  /// What the unapplied changes say of the alias `name`, whose value type has `kind`: those
+  /// of the write under way first.
+  func unappliedAlias(_ name: String, kind: String) -> _Unapplied<Any> {
+    for op in current.reversed() {
+      if let op = op as? _AliasOp, op.name == name {
+        return op.values.map { .saved($0, op.stamp) } ?? .deleted
       }
-      return wipe > 0 ? .deleted : .unknown
+      if op.deletes(kind, aliases: true) { return .deleted }
     }
+    for layer in CollectionOfOne(open) + inFlight.reversed() {
+      if let op = layer.aliases[name] { return op.values.map { .saved($0, op.stamp) } ?? .deleted }
+      if wipes(kind, aliases: true, in: layer) { return .deleted }
+    }
+    if let op = stuckAliases[name] { return op.values.map { .saved($0, op.stamp) } ?? .deleted }
+    return .unknown
   }
+
+  /// What is wrong with the layers; `nil` when nothing is.
+  func checkLayers() -> String? {
+    for persisted in types {
+      if let problem = persisted.checkLayers(inFlight: inFlight.count) { return problem }
+    }
+    return nil
+  }
+}
+
+/// One layer of unapplied changes: the deletions of whole kinds made in it, and the newest
+/// change of each alias. Its rows are kept by type, in `_Persisted`.
+struct _StoreLayer {
+  /// The deletions, in order. The store applies them before the layer's rows and aliases.
+  var wipes: [PersistentChange] = []
+  var wipesEverything = false
+  var wipedKinds: Set<String> = []
+  var wipedAliasKinds: Set<String> = []
+  /// The newest change of each alias made in the layer.
+  var aliases: [String: _AliasOp] = [:]
 }
 
 /// What unapplied changes say about a row.
@@ -203,82 +289,62 @@ enum _Unapplied<Value> {
   case unknown
 }
 
-/// One change committed for the store. The writer encodes it (`change`), and until it is
-/// applied, reads find it where `note` lists it.
-///
-/// NB: a class, one allocation a change, with typed subclasses: reads must find a change by
-/// the entity's own id, and an `AnyHashable` key or a closure per change cost the committing
-/// thread more than the write.
+/// A change a write hands over that is not a row a commit records: see
+/// `_Persistence.current`.
 @usableFromInline
-class _PersistOp: @unchecked Sendable, CustomStringConvertible {
-  // NB: @unchecked because `serial` is set under `_Persistence`'s lock before the op is shared,
-  // and the values subclasses hold are `Sendable`.
-  @usableFromInline var serial = 0
+class _PersistOp: @unchecked Sendable {
+  // NB: @unchecked because the values subclasses hold are `Sendable`.
 
-  @usableFromInline init() {}
+  /// Adds the change to the open layer.
+  func handOver(to _: _Persistence) {}
 
-  /// The change, encoded for `store`. On the writer.
-  func change(_ store: any PersistentStore) throws -> PersistentChange { fatalError("abstract") }
-  /// Lists the op as the newest unapplied change of its row. Under `_Persistence`'s lock.
-  func note(in _: _Persistence) {}
-  /// Unlists the op, applied, unless a newer change of its row came. Under the same lock.
-  func forget(in _: _Persistence) {}
-
-  @usableFromInline var description: String { "a change" }
+  /// Whether the change deletes every row of `kind` (with `aliases`, every alias of it).
+  func deletes(_ kind: String, aliases: Bool) -> Bool { false }
 }
 
-/// The deletion of a whole kind of rows: see `_Persistence.unappliedWipes`.
+/// The deletion of a kind's rows, of a kind's aliases, or of everything.
 final class _WipeOp: _PersistOp, @unchecked Sendable {
-  let target: String
   let wipe: PersistentChange
 
-  init(target: String, _ change: PersistentChange) {
-    self.target = target
+  init(_ change: PersistentChange) {
     wipe = change
   }
 
-  override func change(_: any PersistentStore) throws -> PersistentChange { wipe }
+  override func handOver(to persistence: _Persistence) { persistence.wipe(wipe) }
 
-  override func note(in persistence: _Persistence) {
-    persistence.unappliedWipes[target] = serial
+  override func deletes(_ kind: String, aliases: Bool) -> Bool {
+    switch wipe {
+    case .deleteEverything: true
+    case .deleteKind(let wiped): !aliases && wiped == kind
+    case .deleteAliases(let wiped): aliases && wiped == kind
+    case .save, .delete, .saveAlias, .deleteAlias: false
+    }
   }
-
-  override func forget(in persistence: _Persistence) {
-    if persistence.unappliedWipes[target] == serial { persistence.unappliedWipes[target] = nil }
-  }
-
-  override var description: String { "\(wipe)" }
 }
 
 /// A change of an alias: its deletion, whatever its type, or (`_AliasSave`) the entities it
-/// names. Listed for reads by name, with the values saved (`nil` for a deletion).
+/// names, with the values saved (`nil` for a deletion).
 @usableFromInline
 class _AliasOp: _PersistOp, @unchecked Sendable {
   let name: String
+  /// The kind of the alias's value type; `nil` for a deletion.
+  let kind: String?
   /// The entities the alias names, as `[T]`; `nil` for a deletion.
   let values: Any?
   let stamp: Stamp?
 
   @usableFromInline
-  init(name: String, values: Any?, stamp: Stamp?) {
+  init(name: String, kind: String?, values: Any?, stamp: Stamp?) {
     self.name = name
+    self.kind = kind
     self.values = values
     self.stamp = stamp
   }
 
-  override func change(_: any PersistentStore) throws -> PersistentChange {
+  override func handOver(to persistence: _Persistence) { persistence.noteAlias(self) }
+
+  /// The change, encoded for `store`. On the writer.
+  func change(_: any PersistentStore) throws -> PersistentChange {
     .deleteAlias(name: name)
   }
-
-  override func note(in persistence: _Persistence) {
-    persistence.unappliedAliases[name] = (serial, values, stamp)
-  }
-
-  override func forget(in persistence: _Persistence) {
-    if persistence.unappliedAliases[name]?.serial == serial {
-      persistence.unappliedAliases[name] = nil
-    }
-  }
-
-  override var description: String { "alias \"\(name)\"" }
 }
