@@ -1,4 +1,5 @@
 import Concord
+import ConcordTesting
 import Foundation
 import TestSupport
 import Testing
@@ -139,7 +140,13 @@ struct PersistenceUnappliedTests {
         held = []
         map = launch(store)
       default:
-        let found = map.transaction { _ in map.find(User.self, id: userID)?.value }
+        // A read inside a transaction, sometimes after the transaction removed the entity.
+        let removes = Bool.random(using: &generator)
+        let found = map.transaction { _ in
+          if removes { map.remove(User.self, id: userID) }
+          return map.find(User.self, id: userID)?.value
+        }
+        if removes { removeUser(userID) }
         #expect(found == model.users[userID], "step \(step): user \(userID) in a transaction")
       }
       for id in 0..<6 {
@@ -182,6 +189,61 @@ struct PersistenceUnappliedTests {
     try map.flush()
     #expect(map.find(User.self, id: 1) == nil)
     #expect(store.rows.value.isEmpty)
+  }
+
+  @Test("A removal inside a transaction counts for what the transaction reads next")
+  func removalCountsForLaterReads() throws {
+    let store = MemoryStore()
+    let map = launch(store)
+    map.store(User(id: 1, login: "ged", name: "Sparrowhawk", updatedAt: 10))
+    map.store(User(id: 2, login: "tenar", updatedAt: 10))
+    try map.flush()
+    let found = map.transaction { _ in
+      map.remove(User.self, id: 1)
+      return map.find(User.self, id: 1)
+    }
+    #expect(found == nil)
+    #expect(map.find(User.self, id: 1) == nil)
+    // Stored again after its removal: nothing older to refuse it or to merge into.
+    map.transaction { _ in
+      map.remove(User.self, id: 2)
+      map.store(User(id: 2, login: "tenar", name: nil, updatedAt: 5))
+    }
+    #expect(map.find(User.self, id: 2)?.value == User(id: 2, login: "tenar", updatedAt: 5))
+    // A rolled-back removal leaves the entity where it was.
+    map.store(User(id: 3, login: "ogion", updatedAt: 10))
+    try map.flush()
+    try? map.transaction { _ in
+      map.remove(User.self, id: 3)
+      throw MemoryStore.Failure()
+    }
+    #expect(map.find(User.self, id: 3)?.value.login == "ogion")
+    try map.flush()
+    let restarted = launch(store)
+    #expect(restarted.find(User.self, id: 1) == nil)
+    #expect(restarted.find(User.self, id: 2)?.value.updatedAt == 5)
+    #expect(restarted.find(User.self, id: 3)?.value.login == "ogion")
+  }
+
+  @Test("A value that does not encode is reported once, however often the store then fails")
+  func unencodableReportedOnce() throws {
+    let store = MemoryStore()
+    store.isFailing.withValue { $0 = true }
+    let logger = RecordingLogger()
+    let map = IdentityMap(logger: logger, persistence: store)
+    map.persist(User.self)
+    map.store(User(id: 1, login: "unencodable"))
+    map.store(User(id: 2, login: "tenar"))
+    #expect(throws: MemoryStore.Unencodable.self) { try map.flush() }
+    // The store's own failure comes next, not the same encoding error again.
+    #expect(throws: MemoryStore.Failure.self) { try map.flush() }
+    #expect(throws: MemoryStore.Failure.self) { try map.flush() }
+    store.isFailing.withValue { $0 = false }
+    try map.flush()
+    let failures = logger.events.filter { $0.kind == .persistenceFailed }.map { $0.message ?? "" }
+    #expect(failures.filter { $0.contains("encoding User(1)") }.count == 1)
+    #expect(store.userLogins == ["tenar"])
+    #expect(map.find(User.self, id: 1)?.value.login == "unencodable")
   }
 
   @Test("flush() inside a transaction body stops the program with a message, not a deadlock")

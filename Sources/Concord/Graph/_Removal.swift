@@ -6,8 +6,11 @@ extension _MapCore {
   /// that survive then propagate like any write. Removed nodes leave their table, drop their own
   /// links (their children may be released), and keep their last value for their handles.
   ///
+  /// - Parameter persisting: Whether each removal of a persisted entity is listed for
+  ///   persistence at once (see `_AnyNode.persistRemoval(_:)`); `removeAll` deletes whole kinds
+  ///   instead.
   /// - Complexity: O(removed nodes + their links + ancestors touched).
-  func remove(_ nodes: [_AnyNode]) {
+  func remove(_ nodes: [_AnyNode], persisting: Bool = true) {
     var removed: [_AnyNode] = []
     func markRemoved(_ node: _AnyNode) {
       guard !node.s.flags.contains(.removed), !node.s.bits.contains(.removing) else { return }
@@ -36,10 +39,12 @@ extension _MapCore {
       }
     }
 
+    let persisting = persisting && registry.persistedTypes > 0
     for node in removed {
       touch(node)
       unbuffer(node)
       node.s.flags.insert(.removed)
+      if persisting { node.persistRemoval(self) }
       if node.s.flags.contains(.registered) { unregisterKeepingHolders(node) }
       relink(node, to: [])
     }
@@ -63,7 +68,7 @@ extension _MapCore {
     var nodes: [_AnyNode] = []
     nodes.reserveCapacity(registry.liveCount)
     registry.forEachEntityNode { nodes.append($0) }
-    remove(nodes)
+    remove(nodes, persisting: false)
     for node in Array(registry.aliases.values) where node.holdsAliasValue || !node.s.stamp.isNaN {
       emptyAlias(node)
     }

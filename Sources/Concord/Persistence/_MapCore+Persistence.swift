@@ -34,14 +34,13 @@ class _AnyPersisted: @unchecked Sendable {
   func closeOpen() {}
   /// Starts with `count` layers in flight, none holding rows of the type.
   func startInFlight(_ count: Int) {}
-  /// Appends the changes of the rows of the layer at `position` in flight, encoded. On the
-  /// writer, outside the map's lock.
+  /// Appends the changes of the rows of the layer at `position` in flight, encoded, and keeps
+  /// the positions of those that did not encode. On the writer, outside the map's lock.
   func encode(_ position: Int, _ store: any PersistentStore, into changes: inout [PersistentChange])
   {}
-  /// Forgets what the writer's failed round found that did not encode. On the writer.
-  func encodingFailed() {}
-  /// Forgets the layers in flight, applied: `layers`. On the writer.
-  func applied(_ layers: [_StoreLayer]) {}
+  /// Forgets the layers in flight, applied: `layers`. Returns what it let go of, for the
+  /// caller to release after the map's lock. On the writer.
+  func applied(_ layers: [_StoreLayer]) -> Any { () }
   /// What is wrong with the type's layers, given how many are in flight; `nil` when nothing
   /// is.
   func checkLayers(inFlight _: Int) -> String? { nil }
@@ -85,8 +84,8 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
   /// Rows the writer could not encode: readable for as long as the map lives, unless a newer
   /// change of the entity is applied.
   private var stuck: [T.ID: _Row<T>] = [:]
-  /// The positions of the rows of each layer in flight that did not encode, this round. Only
-  /// on the writer.
+  /// The positions of the rows of each layer in flight that did not encode, kept until the
+  /// layer is applied. Only on the writer.
   private var unencodable: [[Int]] = []
 
   @inlinable
@@ -179,11 +178,13 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
     }
   }
 
-  override func encodingFailed() { unencodable = [] }
-
-  override func applied(_ layers: [_StoreLayer]) {
+  override func applied(_ layers: [_StoreLayer]) -> Any {
+    var released: [Any] = [inFlight]
     for (position, layer) in layers.enumerated() {
-      if persistence.wipes(kind, aliases: false, in: layer) { stuck.removeAll() }
+      if persistence.wipes(kind, aliases: false, in: layer) {
+        released.append(stuck)
+        stuck.removeAll()
+      }
       // NB: a type named while the writer wrote has nothing in these layers.
       let skipped = position < unencodable.count ? unencodable[position] : []
       guard !stuck.isEmpty || !skipped.isEmpty else { continue }
@@ -192,21 +193,25 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
       var nextSkipped = next.next()
       for (index, row) in inFlight[position].enumerated() {
         if index == nextSkipped {
-          stuck[row.id] = row
+          released.append(stuck.updateValue(row, forKey: row.id) as Any)
           nextSkipped = next.next()
         } else {
-          stuck[row.id] = nil
+          released.append(stuck.removeValue(forKey: row.id) as Any)
         }
       }
     }
     inFlight.removeAll()
     inFlightIndex.removeAll()
     unencodable = []
+    return released
   }
 
   override func checkLayers(inFlight count: Int) -> String? {
-    guard inFlight.count == count, inFlightIndex.count == count, openIndexed <= open.count else {
+    guard inFlight.count == count, inFlightIndex.count == count else {
       return "\(kind): \(inFlight.count) layers in flight, \(count) expected"
+    }
+    guard openIndexed <= open.count else {
+      return "\(kind): \(openIndexed) rows indexed, of \(open.count)"
     }
     return nil
   }

@@ -5,9 +5,8 @@ import Dispatch
 /// reads consult before the store.
 ///
 /// Layers. What a commit hands over joins the open layer. The writer closes it (it goes in
-/// flight) and applies every layer in flight as one store transaction, oldest first: the
-/// commits of a layer are consecutive, and a layer is closed between two commits, so a commit
-/// reaches the store whole or not at all. A layer holds, in this order, the deletions of whole
+/// flight) and applies it as one store transaction: the commits of a layer are consecutive, and
+/// a layer is closed between two commits, so a commit reaches the store in one transaction. A layer holds, in this order, the deletions of whole
 /// kinds made in it (`_StoreLayer`), the rows of each persisted type (`_Persisted`, which keeps
 /// them by type so that a commit allocates nothing per change), and the newest change of each
 /// alias.
@@ -21,9 +20,9 @@ import Dispatch
 /// under the map's lock finds each row in a layer or in the store, never neither. A read looks
 /// through the layers newest first.
 ///
-/// A failed transaction loses nothing: its layers stay in flight and readable, it is logged, and
-/// the next hand-over or flush tries them again, with the layers closed since, and throws the
-/// error once.
+/// A failed transaction loses nothing: its layer stays in flight and readable, it is logged, and
+/// the next hand-over or flush tries it again, as it was encoded, before the writer closes the
+/// open layer; the next flush throws the error once. So at most one layer is in flight.
 @usableFromInline
 final class _Persistence: @unchecked Sendable {
   // NB: @unchecked because everything is touched under the map's lock, except `firstError`,
@@ -59,9 +58,12 @@ final class _Persistence: @unchecked Sendable {
   private(set) var types: [_AnyPersisted] = []
   /// The layer the commits join.
   private(set) var open = _StoreLayer()
-  /// The layers taken by the writer and not yet applied, oldest first. Only the writer adds
-  /// or removes them.
+  /// The layer taken by the writer and not yet applied, if any (kept in an array, which every
+  /// type's rows parallel). Only the writer adds or removes it.
   private(set) var inFlight: [_StoreLayer] = []
+  /// The layer in flight, encoded, once the writer encoded it: a retry applies it as it is, and
+  /// what did not encode is reported once. Only on the writer.
+  private var encoded: (changes: [PersistentChange], unencodableAliases: [_AliasOp])?
   /// Alias changes the writer could not encode: readable for as long as the map lives, unless
   /// a newer change of the alias is applied.
   private var stuckAliases: [String: _AliasOp] = [:]
@@ -144,7 +146,9 @@ final class _Persistence: @unchecked Sendable {
   private func write() {
     while true {
       mapLock.lock()
-      if hasOpen {
+      // NB: a layer that failed is tried again on its own, so that reads never look through
+      // more than the open layer and one in flight, however long the store fails.
+      if hasOpen && inFlight.isEmpty {
         inFlight.append(open)
         open = _StoreLayer()
         hasOpen = false
@@ -162,15 +166,56 @@ final class _Persistence: @unchecked Sendable {
     }
   }
 
-  /// Applies the layers in flight as one transaction. Returns `false` when it failed: the
-  /// writer stops until the next hand-over or flush, which tries them again.
+  /// Applies the layer in flight as one transaction. Returns `false` when it failed: the
+  /// writer stops until the next hand-over or flush, which tries it again.
   private func apply(_ layers: [_StoreLayer], _ types: [_AnyPersisted]) -> Bool {
+    let encoded = self.encoded ?? encode(layers, types)
+    self.encoded = encoded
+    do {
+      try store.apply(encoded.changes)
+    } catch {
+      mapLock.withLock { isWriting = false }
+      report(error, while: "writing \(encoded.changes.count) changes")
+      return false
+    }
+    self.encoded = nil
+    var released: [Any] = []
+    mapLock.lock()
+    for layer in layers {
+      if layer.wipesEverything {
+        released.append(stuckAliases)
+        stuckAliases.removeAll()
+      } else if !layer.wipedAliasKinds.isEmpty {
+        released.append(stuckAliases)
+        stuckAliases = stuckAliases.filter { !layer.wipedAliasKinds.contains($0.value.kind ?? "") }
+      }
+      if !stuckAliases.isEmpty {
+        for name in layer.aliases.keys {
+          released.append(stuckAliases.removeValue(forKey: name) as Any)
+        }
+      }
+    }
+    for op in encoded.unencodableAliases { stuckAliases[op.name] = op }
+    // NB: every type, those named while the writer wrote included.
+    for persisted in self.types { released.append(persisted.applied(layers)) }
+    inFlight.removeAll()
+    mapLock.unlock()
+    // NB: the values the layers held go here, after the lock, like everything a write drops:
+    // a deinit may use the map.
+    withExtendedLifetime(released) {}
+    return true
+  }
+
+  /// The changes of `layers`, encoded for the store, and the alias changes that did not
+  /// encode. What did not encode is reported. On the writer, outside the map's lock.
+  private func encode(_ layers: [_StoreLayer], _ types: [_AnyPersisted]) -> (
+    changes: [PersistentChange], unencodableAliases: [_AliasOp]
+  ) {
     var changes: [PersistentChange] = []
-    var unencodableAliases: [[_AliasOp]] = []
+    var unencodable: [_AliasOp] = []
     for (position, layer) in layers.enumerated() {
       changes += layer.wipes
       for persisted in types { persisted.encode(position, store, into: &changes) }
-      var unencodable: [_AliasOp] = []
       // NB: sorted, so that the store sees the same order in every run.
       for name in layer.aliases.keys.sorted() {
         let op = layer.aliases[name]!
@@ -183,33 +228,8 @@ final class _Persistence: @unchecked Sendable {
           unencodable.append(op)
         }
       }
-      unencodableAliases.append(unencodable)
     }
-    do {
-      try store.apply(changes)
-    } catch {
-      for persisted in types { persisted.encodingFailed() }
-      mapLock.withLock { isWriting = false }
-      report(error, while: "writing \(changes.count) changes")
-      return false
-    }
-    mapLock.lock()
-    for (layer, unencodable) in zip(layers, unencodableAliases) {
-      if layer.wipesEverything {
-        stuckAliases.removeAll()
-      } else if !layer.wipedAliasKinds.isEmpty {
-        stuckAliases = stuckAliases.filter { !layer.wipedAliasKinds.contains($0.value.kind ?? "") }
-      }
-      if !stuckAliases.isEmpty {
-        for name in layer.aliases.keys { stuckAliases[name] = nil }
-      }
-      for op in unencodable { stuckAliases[op.name] = op }
-    }
-    // NB: every type, those named while the writer wrote included.
-    for persisted in self.types { persisted.applied(layers) }
-    inFlight.removeAll()
-    mapLock.unlock()
-    return true
+    return (changes, unencodable)
   }
 
   /// Keeps the first error since the last flush, and logs it.
@@ -263,6 +283,7 @@ final class _Persistence: @unchecked Sendable {
 
   /// What is wrong with the layers; `nil` when nothing is.
   func checkLayers() -> String? {
+    if inFlight.count > 1 { return "\(inFlight.count) layers in flight" }
     for persisted in types {
       if let problem = persisted.checkLayers(inFlight: inFlight.count) { return problem }
     }

@@ -322,6 +322,11 @@ class _AnyNode {
   @usableFromInline
   func persist(_: _ChangeKind, stampBefore _: Stamp) {}
 
+  /// Tells persistence, in the middle of a write, that the node's entity was removed: the
+  /// write's later reads must not load it back from the store. Does nothing unless its type
+  /// is persisted.
+  func persistRemoval(_: _MapCore) {}
+
   /// Only for an entity: logs a `changed` event with its value before the write (saved at
   /// `saved`) and now.
   func logChange(_: _ChangeKind, saved _: Int32, _: _MapCore) {}

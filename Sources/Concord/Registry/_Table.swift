@@ -253,6 +253,11 @@ final class _EntityNode<T: Identifiable & Sendable>: _Node<T> {
     table.ops.persist(self, kind, stampBefore)
   }
 
+  override func persistRemoval(_ core: _MapCore) {
+    guard let persisted = table.persisted else { return }
+    core.persistence?.current.append(_RowRemoval(persisted, id: value.id))
+  }
+
   override func logChange(_ kind: _ChangeKind, saved: Int32, _ core: _MapCore) {
     let reference = EntityReference(T.self, id: value.id)
     let before: T? = kind == .inserted || saved < 0 ? nil : table.stash.values[Int(saved)]
