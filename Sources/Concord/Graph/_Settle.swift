@@ -18,6 +18,7 @@ extension _MapCore {
   /// A claimed node is rebuilt from its children. A node on a cycle that a child patched is
   /// rebuilt too (see `_Materialize.swift`); any other patched node was patched in place. Each
   /// written node then patches its own parents.
+  @usableFromInline
   func settle(from seeds: [_AnyNode]) {
     for node in topologicalOrder(from: seeds) {
       let bits = node.s.bits

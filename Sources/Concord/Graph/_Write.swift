@@ -151,8 +151,100 @@ extension _MapCore {
     adopt(list)
     touchCreated(list)
     mark(list, .fresh)
-    writeTree(into: list, payload: entities, stamp: stamp, call: stamp)
+    if !storeLeaves(entities, into: list, stamp: stamp) {
+      writeTree(into: list, payload: entities, stamp: stamp, call: stamp)
+    }
     return list
+  }
+
+  /// Writes a batch of entities holding no nested entity into `list`, the batch's new list
+  /// node, as the pass would (see `_Claims.swift`), without its claims: each entity has one
+  /// occurrence, at depth 1, so its claim wins, and its verdict, merge and write are the
+  /// claim's. Returns `false` without writing when the pass is needed: a persisted type (its
+  /// entities load first), or an entity named twice (its occurrences are merged or ranked). The
+  /// nodes it created by then are the ones the pass's walk would create, in the same order.
+  ///
+  /// - Complexity: O(entities + parents of the entities written).
+  @inlinable
+  func storeLeaves<T: Identifiable & Sendable>(
+    _ entities: [T], into list: _ListNode<T>, stamp call: Stamp?
+  ) -> Bool {
+    withTable(T.self) { table in
+      let schema = table.schema
+      guard schema.isLeaf, table.persisted == nil, scratch.mode == .claiming else { return false }
+      // The walk: each entity's node, created if the map has none. `offered` marks the ones
+      // met, as a claim would.
+      var nodes: [Unmanaged<_EntityNode<T>>] = []
+      nodes.reserveCapacity(entities.count)
+      for value in entities {
+        let node = table.withNode(for: value) { node, created in
+          if created {
+            didCreate(node, held: false, journaled: true)
+            mark(node, .fresh)
+          }
+          return node
+        }
+        guard !node.s.bits.contains(.offered) else {
+          for met in nodes { met.takeUnretainedValue().s.bits.remove(.offered) }
+          return false
+        }
+        mark(node, .offered)
+        nodes.append(.passUnretained(node))
+      }
+      // The list's claim: its links, then its stamp.
+      for (position, node) in nodes.enumerated() {
+        node._withUnsafeGuaranteedRef {
+          link(list, to: $0, accessor: 0, position: Int32(position))
+        }
+      }
+      record(call, on: list)
+      outbox.logStored(list, stamp: call)
+      // Each entity's claim, in order.
+      var seeds: [_AnyNode] = []
+      var listDiffers = false
+      for (position, unmanaged) in nodes.enumerated() {
+        let node = unmanaged.takeUnretainedValue()
+        let incoming = entities[position]
+        var stamp = schema.stamp(of: incoming, call: call)
+        var verdict = verdict(node, incoming, schema, stamp: stamp)
+        var value = incoming
+        let fresh = node.s.bits.contains(.fresh)
+        if verdict == .accepted && !fresh, let merge = schema.merge {
+          value = merge(incoming, node.value)
+          if let merged = stamp, merged.isNaN { stamp = nil }
+          listDiffers = true
+        }
+        if verdict == .accepted && !fresh && schema.isEquatable && _identical(node.value, value) {
+          verdict = .identical
+        }
+        switch verdict {
+        case .stale:
+          outbox.logStale(node, incoming: stamp)
+          listDiffers = true
+        case .unchanged:
+          listDiffers = true
+        case .identical:
+          recordJournaled(stamp, on: node)
+          outbox.logStored(node, stamp: stamp)
+        case .accepted:
+          touch(node)
+          node.value = value
+          record(stamp, on: node)
+          outbox.logStored(node, stamp: stamp)
+          // NB: its parents other than the list show it from now on.
+          if node.s.extras.unsafelyUnwrapped.parents.count > 1 {
+            mark(node, .claimed)
+            seeds.append(node)
+          }
+        }
+      }
+      // The list shows its entities as stored; the other parents of those written, as written.
+      if listDiffers { list.materialize(self) }
+      mark(list, .settled)
+      if !seeds.isEmpty { settle(from: seeds) }
+      endPass()
+      return true
+    }
   }
 
   /// See `IdentityMap.update(_:id:modifiedAt:_:)`.
