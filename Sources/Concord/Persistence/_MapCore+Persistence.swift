@@ -49,7 +49,7 @@ class _AnyPersisted: @unchecked Sendable {
 /// How the map persists entity type `T`, made by ``IdentityMap/persist(_:as:)`` where `T` is
 /// known to be `Codable`, and the type's rows in `_Persistence`'s layers.
 ///
-/// NB: rows are kept by type, in arrays, so that a commit allocates nothing per change, and a
+/// NB: rows are kept by type, in arrays, so that a commit allocates no object per change, and a
 /// read finds them by the entity's own id: an op object, an `AnyHashable` key or a dictionary
 /// insert per change cost the committing thread more than the write. Reads index the arrays
 /// when they need to, once per row.

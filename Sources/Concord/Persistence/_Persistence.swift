@@ -5,16 +5,16 @@ import Dispatch
 /// reads consult before the store.
 ///
 /// Layers. What a commit hands over joins the open layer. The writer closes it (it goes in
-/// flight) and applies it as one store transaction: the commits of a layer are consecutive, and
-/// a layer is closed between two commits, so a commit reaches the store in one transaction. A layer holds, in this order, the deletions of whole
-/// kinds made in it (`_StoreLayer`), the rows of each persisted type (`_Persisted`, which keeps
-/// them by type so that a commit allocates nothing per change), and the newest change of each
-/// alias.
+/// flight) and applies it as one store transaction: the commits of a layer are consecutive,
+/// and a layer is closed between two commits, so a commit reaches the store in one
+/// transaction. A layer holds, in this order, the deletions of whole kinds made in it
+/// (`_StoreLayer`), the rows of each persisted type (`_Persisted`, which keeps them by type so
+/// that a commit allocates no object per change), and the newest change of each alias.
 ///
 /// Locking. The layers are guarded by the map's lock: a commit adds to the open layer without
-/// taking another lock, and the writer takes the map's lock only to close the open layer and to
-/// drop the layers it applied. It encodes and writes outside it, reading the layers in flight,
-/// which only it changes.
+/// taking another lock, and the writer takes the map's lock briefly, to close the open layer,
+/// to drop the layer it applied, or to note that it stopped. It encodes and writes outside it,
+/// reading the layer in flight, which only it changes.
 ///
 /// Reads. A layer stays readable until the transaction holding it is applied, so a read made
 /// under the map's lock finds each row in a layer or in the store, never neither. A read looks
