@@ -52,6 +52,42 @@ struct PersistenceModelTests {
       issues[incoming.id] = incoming
     }
 
+    /// A stamp one tick after `clock`: mostly newer than what is stored, sometimes older,
+    /// sometimes none.
+    static func randomStamp(_ clock: inout Double, using generator: inout SeededGenerator)
+      -> Double?
+    {
+      clock += 1
+      switch Int.random(in: 0..<4, using: &generator) {
+      case 0: return nil
+      case 1: return clock - Double(Int.random(in: 1...20, using: &generator))
+      default: return clock
+      }
+    }
+
+    /// Issue `id` by `userID`, stamped `stamp`, as step `step` writes it: up to two labels,
+    /// sometimes a milestone.
+    static func randomIssue(
+      _ id: Int, userID: Int, step: Int, stamp: Double, using generator: inout SeededGenerator
+    ) -> Issue {
+      Issue(
+        id: id, title: "title\(step)", updatedAt: stamp, user: .stub(userID),
+        labels: (0..<Int.random(in: 0...2, using: &generator)).map {
+          Label(id: ($0 + id) % 3, name: "label\(step)-\($0)")
+        },
+        milestone: Bool.random(using: &generator) ? Milestone(id: id % 2, title: "ms\(step)") : nil)
+    }
+
+    /// Checks that `map` finds every user and issue as the model has it.
+    func check(_ map: IdentityMap, _ step: String) {
+      for id in 0..<6 {
+        #expect(map.find(User.self, id: id)?.value == users[id], "\(step): user \(id)")
+      }
+      for id in 0..<8 {
+        #expect(map.find(Issue.self, id: id)?.value == issue(id), "\(step): issue \(id)")
+      }
+    }
+
     /// The removal of a user: an issue requires its user, so its issues go too.
     mutating func removeUser(_ id: Int) {
       guard users.removeValue(forKey: id) != nil else { return }
@@ -67,15 +103,7 @@ struct PersistenceModelTests {
     var model = Model()
     var held: [Any] = []
     var clock = 0.0
-    func maybeStamp() -> Double? {
-      clock += 1
-      // Mostly newer, sometimes older than what is stored, sometimes none.
-      switch Int.random(in: 0..<4, using: &generator) {
-      case 0: return nil
-      case 1: return clock - Double(Int.random(in: 1...20, using: &generator))
-      default: return clock
-      }
-    }
+    func maybeStamp() -> Double? { Model.randomStamp(&clock, using: &generator) }
     let steps = max(300, randomSteps(share: 50))
     for step in 0..<steps {
       let userID = Int.random(in: 0..<6, using: &generator)
@@ -88,15 +116,9 @@ struct PersistenceModelTests {
         if Bool.random(using: &generator) { held.append(handle) }
         model.write(user)
       case 25..<50:
-        let labelCount = Int.random(in: 0...2, using: &generator)
-        let issue = Issue(
-          id: issueID, title: "title\(step)", updatedAt: maybeStamp() ?? clock,
-          user: .stub(userID),
-          labels: (0..<labelCount).map {
-            Label(id: ($0 + issueID) % 3, name: "label\(step)-\($0)")
-          },
-          milestone: Bool.random(using: &generator)
-            ? Milestone(id: issueID % 2, title: "ms\(step)") : nil)
+        let stamp = maybeStamp() ?? clock
+        let issue = Model.randomIssue(
+          issueID, userID: userID, step: step, stamp: stamp, using: &generator)
         let handle = map.store(issue)
         if Bool.random(using: &generator) { held.append(handle) }
         model.write(issue)
@@ -132,12 +154,7 @@ struct PersistenceModelTests {
         let found = map.transaction { _ in map.find(Issue.self, id: issueID)?.value }
         #expect(found == model.issue(issueID))
       }
-      for id in 0..<6 {
-        #expect(map.find(User.self, id: id)?.value == model.users[id], "step \(step): user \(id)")
-      }
-      for id in 0..<8 {
-        #expect(map.find(Issue.self, id: id)?.value == model.issue(id), "step \(step): issue \(id)")
-      }
+      model.check(map, "step \(step)")
     }
     try map.flush()
     let restarted = try launch(directory.database)

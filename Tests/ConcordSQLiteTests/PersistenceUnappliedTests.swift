@@ -28,14 +28,7 @@ struct PersistenceUnappliedTests {
     var me: Int?
     var held: [Any] = []
     var clock = 0.0
-    func stamp() -> Double? {
-      clock += 1
-      switch Int.random(in: 0..<4, using: &generator) {
-      case 0: return nil
-      case 1: return clock - Double(Int.random(in: 1...20, using: &generator))
-      default: return clock
-      }
-    }
+    func stamp() -> Double? { PersistenceModelTests.Model.randomStamp(&clock, using: &generator) }
     func removeUser(_ id: Int) {
       model.removeUser(id)
       if me == id { me = nil }
@@ -53,13 +46,9 @@ struct PersistenceUnappliedTests {
         if Bool.random(using: &generator) { held.append(handle) }
         model.write(user)
       case 22..<40:
-        let issue = Issue(
-          id: issueID, title: "title\(step)", updatedAt: stamp() ?? clock, user: .stub(userID),
-          labels: (0..<Int.random(in: 0...2, using: &generator)).map {
-            Label(id: ($0 + issueID) % 3, name: "label\(step)-\($0)")
-          },
-          milestone: Bool.random(using: &generator)
-            ? Milestone(id: issueID % 2, title: "ms\(step)") : nil)
+        let issueStamp = stamp() ?? clock
+        let issue = PersistenceModelTests.Model.randomIssue(
+          issueID, userID: userID, step: step, stamp: issueStamp, using: &generator)
         let handle = map.store(issue)
         if Bool.random(using: &generator) { held.append(handle) }
         model.write(issue)
@@ -149,12 +138,7 @@ struct PersistenceUnappliedTests {
         if removes { removeUser(userID) }
         #expect(found == model.users[userID], "step \(step): user \(userID) in a transaction")
       }
-      for id in 0..<6 {
-        #expect(map.find(User.self, id: id)?.value == model.users[id], "step \(step): user \(id)")
-      }
-      for id in 0..<8 {
-        #expect(map.find(Issue.self, id: id)?.value == model.issue(id), "step \(step): issue \(id)")
-      }
+      model.check(map, "step \(step)")
       #expect(
         map.find(named: Self.me).value == me.flatMap { model.users[$0] }, "step \(step): alias")
     }
