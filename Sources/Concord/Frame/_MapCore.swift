@@ -49,6 +49,11 @@ final class _MapCore: @unchecked Sendable {
     @exclusivity(unchecked) @usableFromInline var layers = _Layers()
   #endif
 
+  /// Told of every change, after the lock is released; see `_Outbox.events`.
+  /// NB: a constant of the core, not a copy per write: copying an optional existential was a
+  /// good share of a write that only delivers.
+  @usableFromInline let logger: (any IdentityMapLogger)?
+
   /// Where the persisted types go; see `_Persistence`.
   @usableFromInline let persistence: _Persistence?
 
@@ -57,7 +62,8 @@ final class _MapCore: @unchecked Sendable {
     logger: (any IdentityMapLogger)?, retention: RetentionPolicy = .none,
     persistence store: (any PersistentStore)? = nil
   ) {
-    outbox = _Outbox(logger: logger)
+    self.logger = logger
+    outbox = _Outbox(isLogging: logger != nil)
     if logger?.logsChangedValues == true {
       registry.logsChangedValues = true
       registry.consumerCount = 1
@@ -171,7 +177,6 @@ final class _MapCore: @unchecked Sendable {
     if layers.isLowered { raiseShadows() }
     commit()
     let outcome = outbox.takeOutcome()
-    let logger = outbox.logger
     let deferredLayers = layers.deferred
     layers.deferred = []
     frame.depth -= 1
@@ -185,8 +190,9 @@ final class _MapCore: @unchecked Sendable {
     if registry.consumerCount > 0 || !registry.pendingStarts.isEmpty { feedConsumers() }
     // NB: under the lock, so that commits reach the store in commit order.
     persistence?.handOver()
-    publishJournal()
-    settleLifetimes()
+    // NB: a write that published directly (see `publishesDirectly`) leaves an empty journal.
+    if !journal.entries.isEmpty || !outbox.initials.isEmpty { publishJournal() }
+    if lifetime.hasWork || lifetime.buffer.overflows { settleLifetimes() }
     #if CONCORD_INTERNAL_CHECKS
       // NB: every node while the map is small; around the write's nodes once it is large.
       let touched = registry.liveCount > 512 ? journal.entries.map(\.node) : nil

@@ -25,8 +25,8 @@ enum _ChangeKind: UInt8 {
 /// What the current write will log and deliver once the lock is released.
 @usableFromInline
 struct _Outbox {
-  @usableFromInline let logger: (any IdentityMapLogger)?
-  /// Whether there is a logger. NB: a Bool, because testing the optional existential copies it.
+  /// Whether the map has a logger (`_MapCore.logger`). NB: a Bool, because testing the optional
+  /// existential copies it.
   @usableFromInline let isLogging: Bool
   /// Log events, rendered after the lock is released. Empty without a logger.
   @usableFromInline var events: [() -> IdentityMapEvent] = []
@@ -43,9 +43,8 @@ struct _Outbox {
   @usableFromInline var initials: [(node: _AnyNode, subscriber: _AnySubscriber)] = []
 
   @usableFromInline
-  init(logger: (any IdentityMapLogger)?) {
-    self.logger = logger
-    isLogging = logger != nil
+  init(isLogging: Bool) {
+    self.isLogging = isLogging
   }
 
   /// Whether the write left nothing to log or deliver.
