@@ -36,29 +36,39 @@ extension _MapCore {
   @usableFromInline
   func propagate(from node: _AnyNode) {
     mark(node, .settled)
-    let parents = node.s.extras.unsafelyUnwrapped.parents
-    pushPatch(from: node)
     // NB: when no parent goes further (a flat fan-out, the common case), patching them was
     // all there was to do.
-    if parents.contains(where: {
-      $0.parent.hasParents || $0.parent.cycle != 0 || $0.parent.s.flags.contains(.alias)
-    }) {
-      settle(from: parents.map(\.parent))
+    if pushPatch(from: node) {
+      settle(from: node.s.extras.unsafelyUnwrapped.parents.map(\.parent))
     }
     endPass()
   }
 
   /// Writes the value of `node` into each parent slot holding it, unless that parent is already
-  /// final for this pass or will be rebuilt from its claim anyway.
-  func pushPatch(from node: _AnyNode) {
-    guard let parents = node.s.extras?.parents else { return }
-    for reference in parents {
-      let parent = reference.parent
-      guard parent.s.bits.isDisjoint(with: [.settled, .claimed]) else { continue }
-      touch(parent)
-      if parent.cycle == 0 { parent.patch(slot: Int(reference.slot), self) }
-      mark(parent, .patched)
+  /// final for this pass or will be rebuilt from its claim anyway. Returns whether any parent
+  /// goes further: it has parents of its own, lies on a cycle, or is an alias.
+  @discardableResult
+  func pushPatch(from node: _AnyNode) -> Bool {
+    guard let extras = node.s.extras else { return false }
+    var goesFurther = false
+    // NB: by index, each parent borrowed: copying the array or retaining each parent is an
+    // atomic operation per parent of a fan-out.
+    var index = 0
+    while index < extras.parents.count {
+      let reference = extras.parents[index]
+      index += 1
+      Unmanaged.passUnretained(reference.parent)._withUnsafeGuaranteedRef { parent in
+        if !goesFurther, let parentExtras = parent.s.extras {
+          goesFurther = !parentExtras.parents.isEmpty || parentExtras.cycle != 0
+        }
+        if parent.s.flags.contains(.alias) { goesFurther = true }
+        guard parent.s.bits.isDisjoint(with: [.settled, .claimed]) else { return }
+        touch(parent)
+        if parent.cycle == 0 { parent.patch(slot: Int(reference.slot), self) }
+        mark(parent, .patched)
+      }
     }
+    return goesFurther
   }
 
   /// The seeds and their ancestors, each once, every node before all of its parents.

@@ -143,15 +143,19 @@ extension _MapCore {
   /// taken out again within the write, which committed nothing.
   @usableFromInline
   func committedChange(at index: Int) -> _ChangeKind? {
-    let node = journal.entries[index].node
     let wasPresent = journal.entries[index].wasPresent
     let saved = journal.entries[index].saved
-    if node.isPresent {
-      if !wasPresent { return .inserted }
-      // NB: a value not saved (see `touch(_:)`) counts as changed.
-      return saved < 0 || node.differs(fromSaved: saved, self) ? .updated : .unchanged
+    // NB: borrowed, not retained (see `_JournalEntry.node`): a retain and a release per record
+    // were a good share of a fan-out's commit.
+    return Unmanaged.passUnretained(journal.entries[index].node)._withUnsafeGuaranteedRef {
+      node in
+      if node.isPresent {
+        if !wasPresent { return .inserted }
+        // NB: a value not saved (see `touch(_:)`) counts as changed.
+        return saved < 0 || node.differs(fromSaved: saved, self) ? .updated : .unchanged
+      }
+      return wasPresent ? .removed : nil
     }
-    return wasPresent ? .removed : nil
   }
 
   /// Publishes what the write did to each node it touched, by comparing the node's first
@@ -163,20 +167,22 @@ extension _MapCore {
     var told: Set<ObjectIdentifier> = []
     // NB: by index: copying each record out would retain and release its fields.
     for index in journal.entries.indices where journal.entries[index].previousMark == 0 {
-      let node = journal.entries[index].node
-      guard let kind = committedChange(at: index) else {
-        // Created and taken out again within the write: nothing committed, but streams opened
-        // on it meanwhile end.
-        if node.hasSubscribers && node.s.flags.contains(.removed) {
-          outbox.deliveries.append(node.makeRemovalDelivery(to: node.extras.subscribers))
+      // NB: borrowed, as in `committedChange(at:)`.
+      Unmanaged.passUnretained(journal.entries[index].node)._withUnsafeGuaranteedRef { node in
+        guard let kind = committedChange(at: index) else {
+          // Created and taken out again within the write: nothing committed, but streams
+          // opened on it meanwhile end.
+          if node.hasSubscribers && node.s.flags.contains(.removed) {
+            outbox.deliveries.append(node.makeRemovalDelivery(to: node.extras.subscribers))
+          }
+          return
         }
-        continue
+        publish(node, kind)
+        if registry.logsChangedValues && kind != .unchanged {
+          node.logChange(kind, saved: journal.entries[index].saved, self)
+        }
+        if !outbox.initials.isEmpty && kind != .unchanged { told.insert(ObjectIdentifier(node)) }
       }
-      publish(node, kind)
-      if registry.logsChangedValues && kind != .unchanged {
-        node.logChange(kind, saved: journal.entries[index].saved, self)
-      }
-      if !outbox.initials.isEmpty && kind != .unchanged { told.insert(ObjectIdentifier(node)) }
     }
     for (node, subscriber) in outbox.initials where !told.contains(ObjectIdentifier(node)) {
       if node.s.flags.contains(.removed) && !node.s.flags.contains(.alias) {

@@ -387,17 +387,29 @@ class _Node<Value: Sendable>: _AnyNode {
 
   @inlinable
   final func _patch(slot: Int, _ core: _MapCore) {
+    _patch(slot: slot, schema: schema(core))
+  }
+
+  /// Writes the child linked at `slot` into the value, with the node's `schema`.
+  @inlinable
+  final func _patch(slot: Int, schema: _Schema<Value>) {
     let link = s.extras.unsafelyUnwrapped.children[slot]
-    let accessor = schema(core).accessor(link.accessor)
+    // NB: borrowed, not retained: the lock keeps the child, and the schema keeps its accessors.
+    // A fan-out patches every parent of a child, and each retain and release is an atomic
+    // operation.
+    let accessor = Unmanaged.passUnretained(schema.accessor(link.accessor))
+    let child = Unmanaged.passUnretained(link.child)
     guard link.child !== self else {
       // NB: a value holding its own entity (a member among its friends) reads itself while
       // being written: write into a copy.
       var copy = value
-      accessor.write(link.child, Int(link.position), &copy)
+      accessor._withUnsafeGuaranteedRef { $0.write(link.child, Int(link.position), &copy) }
       value = copy
       return
     }
-    accessor.write(link.child, Int(link.position), &value)
+    accessor._withUnsafeGuaranteedRef { accessor in
+      child._withUnsafeGuaranteedRef { accessor.write($0, Int(link.position), &value) }
+    }
   }
 
   @usableFromInline

@@ -159,7 +159,12 @@ struct _EntityOps<T: Identifiable & Sendable> {
 
   @inlinable
   init() {
-    patch = { node, slot, core in node._patch(slot: slot, core) }
+    patch = { node, slot, _ in
+      // NB: the schema borrowed from the table, not retained: see `_Node._patch(slot:schema:)`.
+      Unmanaged.passUnretained(node.table)._withUnsafeGuaranteedRef {
+        node._patch(slot: slot, schema: $0.schema)
+      }
+    }
     materialize = { node, core in node._materialize(core) }
     expand = { node, index, core in node._expand(claim: index, core) }
     apply = { node, index, core in node._apply(claim: index, core) }
