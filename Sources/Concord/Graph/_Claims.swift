@@ -108,8 +108,28 @@ struct _Scratch {
   var loading: Set<_RowKey> = []
   /// While pruning: the positions found.
   @usableFromInline var pruned: [Int] = []
+  /// Buffers reused from pass to pass, each empty between uses: the nodes a pass wrote, and the
+  /// settle's walk (see `_Settle.swift`). Allocating them was a good share of a small
+  /// aggregate's write.
+  var seeds: [_AnyNode] = []
+  var postorder: [Unmanaged<_AnyNode>] = []
+  var walk: [(node: Unmanaged<_AnyNode>, nextParent: Int)] = []
 
   @usableFromInline init() {}
+
+  /// Takes a reused buffer out of its `slot`, leaving an empty one there, so that a nested use
+  /// of the same buffer starts afresh instead of clobbering it.
+  static func take<Element>(_ slot: inout [Element]) -> [Element] {
+    var buffer: [Element] = []
+    swap(&buffer, &slot)
+    return buffer
+  }
+
+  /// Empties `buffer`, keeping its capacity, and puts it back in its `slot`.
+  static func giveBack<Element>(_ buffer: inout [Element], to slot: inout [Element]) {
+    buffer.removeAll(keepingCapacity: true)
+    swap(&buffer, &slot)
+  }
 }
 
 extension _MapCore {
@@ -275,9 +295,8 @@ extension _MapCore {
     }
   }
 
-  /// Applies every accepted winning claim, and returns the nodes written.
-  func applyClaims() -> [_AnyNode] {
-    var seeds: [_AnyNode] = []
+  /// Applies every accepted winning claim, and appends the nodes written to `seeds`.
+  func applyClaims(into seeds: inout [_AnyNode]) {
     // NB: an alias is logged as set after the entities it names are logged as stored.
     var alias: (node: _AnyNode, stamp: Stamp?)?
     for index in scratch.claims.indices where isWinner(index) {
@@ -323,7 +342,6 @@ extension _MapCore {
       numberCycles(from: scratch.cycleRoots)
       scratch.cycleRoots.removeAll(keepingCapacity: true)
     }
-    return seeds
   }
 
   /// Records `stamp` as the node's newest, unless it is `nil` or NaN.

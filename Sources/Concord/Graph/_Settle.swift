@@ -20,14 +20,25 @@ extension _MapCore {
   /// written node then patches its own parents.
   @usableFromInline
   func settle(from seeds: [_AnyNode]) {
-    for node in topologicalOrder(from: seeds) {
-      let bits = node.s.bits
-      guard !bits.contains(.settled) else { continue }
-      mark(node, .settled)
-      guard bits.contains(.claimed) || bits.contains(.patched) else { continue }
-      if bits.contains(.claimed) || node.cycle != 0 { node.materialize(self) }
-      if node.s.flags.contains(.alias) { settleAlias(node) }
-      pushPatch(from: node)
+    // NB: the walk's buffers are the scratch's, taken out while in use: allocating them was a
+    // good share of a small aggregate's write. A nested settle starts from empty ones.
+    var postorder = _Scratch.take(&scratch.postorder)
+    var stack = _Scratch.take(&scratch.walk)
+    defer {
+      _Scratch.giveBack(&postorder, to: &scratch.postorder)
+      _Scratch.giveBack(&stack, to: &scratch.walk)
+    }
+    topologicalOrder(from: seeds, into: &postorder, stack: &stack)
+    for node in postorder.reversed() {
+      node._withUnsafeGuaranteedRef { node in
+        let bits = node.s.bits
+        guard !bits.contains(.settled) else { return }
+        mark(node, .settled)
+        guard bits.contains(.claimed) || bits.contains(.patched) else { return }
+        if bits.contains(.claimed) || node.cycle != 0 { node.materialize(self) }
+        if node.s.flags.contains(.alias) { settleAlias(node) }
+        pushPatch(from: node)
+      }
     }
   }
 
@@ -71,33 +82,42 @@ extension _MapCore {
     return goesFurther
   }
 
-  /// The seeds and their ancestors, each once, every node before all of its parents.
+  /// Appends to `postorder` the seeds and their ancestors, each once, every node after all of
+  /// its parents: read in reverse, every node comes before its parents.
   ///
-  /// A reverse post-order of a depth-first walk up the back-references, with an explicit stack
-  /// so that long chains cannot overflow the thread's stack. In a cycle, the order among its
-  /// nodes follows the walk.
+  /// A post-order of a depth-first walk up the back-references, with an explicit `stack` (left
+  /// empty) so that long chains cannot overflow the thread's stack. In a cycle, the order among
+  /// its nodes follows the walk.
+  ///
+  /// The nodes are unretained: the pass drops no node (purges wait for the commit), and a
+  /// retain and a release per node and per link were a good share of a small aggregate's write.
   ///
   /// - Complexity: O(ancestors and their links).
-  func topologicalOrder(from seeds: [_AnyNode]) -> [_AnyNode] {
-    var postorder: [_AnyNode] = []
-    var stack: [(node: _AnyNode, nextParent: Int)] = []
+  func topologicalOrder(
+    from seeds: [_AnyNode], into postorder: inout [Unmanaged<_AnyNode>],
+    stack: inout [(node: Unmanaged<_AnyNode>, nextParent: Int)]
+  ) {
     for seed in seeds where !seed.s.bits.contains(.visited) {
       mark(seed, .visited)
-      stack.append((seed, 0))
+      stack.append((Unmanaged.passUnretained(seed), 0))
       while let (node, nextParent) = stack.last {
-        if let parents = node.s.extras?.parents, nextParent < parents.count {
-          stack[stack.count - 1].nextParent = nextParent + 1
-          let parent = parents[nextParent].parent
-          if !parent.s.bits.contains(.visited) {
-            mark(parent, .visited)
-            stack.append((parent, 0))
-          }
-        } else {
+        let parent = node._withUnsafeGuaranteedRef { node -> Unmanaged<_AnyNode>? in
+          guard let extras = node.s.extras, nextParent < extras.parents.count else { return nil }
+          return Unmanaged.passUnretained(extras.parents[nextParent].parent)
+        }
+        guard let parent else {
           stack.removeLast()
           postorder.append(node)
+          continue
+        }
+        stack[stack.count - 1].nextParent = nextParent + 1
+        parent._withUnsafeGuaranteedRef { parent in
+          if !parent.s.bits.contains(.visited) {
+            mark(parent, .visited)
+            stack.append((Unmanaged.passUnretained(parent), 0))
+          }
         }
       }
     }
-    return postorder.reversed()
   }
 }

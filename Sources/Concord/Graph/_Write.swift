@@ -140,7 +140,10 @@ extension _MapCore {
   @usableFromInline
   func runPass() {
     expandClaims()
-    settle(from: applyClaims())
+    var seeds = _Scratch.take(&scratch.seeds)
+    applyClaims(into: &seeds)
+    settle(from: seeds)
+    _Scratch.giveBack(&seeds, to: &scratch.seeds)
     endPass()
   }
 

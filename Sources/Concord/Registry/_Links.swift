@@ -9,14 +9,18 @@ extension _MapCore {
   @usableFromInline
   func link(_ parent: _AnyNode, to child: _AnyNode, accessor: Int32, position: Int32) {
     unbuffer(child)
-    let parentExtras = parent.extras
-    let childExtras = child.extras
-    parentExtras.children.append(
-      _ChildLink(
-        child: child, accessor: accessor, position: position,
-        backIndex: Int32(childExtras.parents.count)))
-    childExtras.parents.append(
-      _ParentRef(parent: parent, slot: Int32(parentExtras.children.count - 1)))
+    // NB: both extras borrowed, not retained: each retain and release is an atomic operation,
+    // and a page of aggregates links every entity it holds.
+    Unmanaged.passUnretained(parent.extras)._withUnsafeGuaranteedRef { parentExtras in
+      Unmanaged.passUnretained(child.extras)._withUnsafeGuaranteedRef { childExtras in
+        parentExtras.children.append(
+          _ChildLink(
+            child: child, accessor: accessor, position: position,
+            backIndex: Int32(childExtras.parents.count)))
+        childExtras.parents.append(
+          _ParentRef(parent: parent, slot: Int32(parentExtras.children.count - 1)))
+      }
+    }
     child.s.internalHolds += 1
   }
 
@@ -30,15 +34,19 @@ extension _MapCore {
     // NB: read the live array each time: a swap below may fix up a later link of this parent.
     while slot < extras.children.count {
       let link = extras.children[slot]
-      let childExtras = link.child.s.extras.unsafelyUnwrapped
-      let moved = childExtras.parents.removeLast()
-      if Int(link.backIndex) < childExtras.parents.count {
-        childExtras.parents[Int(link.backIndex)] = moved
-        moved.parent.s.extras.unsafelyUnwrapped.children[Int(moved.slot)].backIndex =
-          link.backIndex
+      // NB: borrowed, as in `link(_:to:accessor:position:)`.
+      Unmanaged.passUnretained(link.child)._withUnsafeGuaranteedRef { child in
+        let childExtras = Unmanaged.passUnretained(child.s.extras.unsafelyUnwrapped)
+        let moved = childExtras._withUnsafeGuaranteedRef { $0.parents.removeLast() }
+        childExtras._withUnsafeGuaranteedRef { childExtras in
+          guard Int(link.backIndex) < childExtras.parents.count else { return }
+          childExtras.parents[Int(link.backIndex)] = moved
+          moved.parent.s.extras.unsafelyUnwrapped.children[Int(moved.slot)].backIndex =
+            link.backIndex
+        }
+        child.s.internalHolds -= 1
+        noteHoldDropped(child)
       }
-      link.child.s.internalHolds -= 1
-      noteHoldDropped(link.child)
       slot += 1
     }
     extras.children.removeAll()
@@ -55,6 +63,8 @@ extension _MapCore {
       return false
     }
     unlinkChildren(of: parent)
+    // NB: one allocation for a new parent's links, not one per doubling.
+    if !links.isEmpty { parent.extras.children.reserveCapacity(links.count) }
     for link in links {
       self.link(parent, to: link.child, accessor: link.accessor, position: link.position)
     }

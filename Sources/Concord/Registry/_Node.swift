@@ -381,6 +381,19 @@ class _Node<Value: Sendable>: _AnyNode {
   @usableFromInline
   func schema(_: _MapCore) -> _Schema<Value> { fatalError("abstract") }
 
+  /// ``schema(_:)``, unretained. NB: an entity's schema lives in its table; taking it
+  /// unretained saves an atomic retain and release each time a pass reaches the node.
+  @usableFromInline
+  func unretainedSchema(_ core: _MapCore) -> Unmanaged<_Schema<Value>> {
+    Unmanaged.passUnretained(schema(core))
+  }
+
+  /// Calls `body` with the node's schema, borrowed.
+  @inlinable
+  final func withSchema<R>(_ core: _MapCore, _ body: (_Schema<Value>) -> R) -> R {
+    unretainedSchema(core)._withUnsafeGuaranteedRef(body)
+  }
+
   /// The write's stash of values of this node's type.
   @usableFromInline
   func stash(_: _MapCore) -> _Stash<Value> { fatalError("abstract") }
@@ -420,6 +433,21 @@ class _Node<Value: Sendable>: _AnyNode {
   @inlinable
   final func _materialize(_ core: _MapCore) {
     value = _materialized(core)
+  }
+
+  /// Rebuilds the value of a node on no cycle from its children's values, with its `schema`.
+  ///
+  /// NB: `_materialized(_:)` for the common case, inlinable so that it runs specialized, with
+  /// the schema and accessors borrowed: each retain and release is an atomic operation.
+  @inlinable
+  final func _rebuildFromChildren(schema: _Schema<Value>) {
+    var copy = value
+    for link in children {
+      Unmanaged.passUnretained(schema.accessor(link.accessor))._withUnsafeGuaranteedRef {
+        $0.write(link.child, Int(link.position), &copy)
+      }
+    }
+    value = copy
   }
 
   @usableFromInline
@@ -462,10 +490,11 @@ class _Node<Value: Sendable>: _AnyNode {
   @inlinable
   final func _expand(claim index: Int, _ core: _MapCore) {
     let payload = stash(core).values[Int(core.scratch.claims[index].payload)]
-    let schema = schema(core)
-    for accessorIndex in schema.erasedAccessors.indices {
-      core.scratch.accessor = Int32(accessorIndex)
-      schema.accessor(Int32(accessorIndex)).forEachChild(payload, core)
+    withSchema(core) { schema in
+      for accessorIndex in schema.erasedAccessors.indices {
+        core.scratch.accessor = Int32(accessorIndex)
+        schema.accessor(Int32(accessorIndex)).forEachChild(payload, core)
+      }
     }
   }
 
@@ -532,7 +561,7 @@ class _Node<Value: Sendable>: _AnyNode {
 
   @inlinable
   final func _isIdentical(toClaim index: Int, _ core: _MapCore) -> Bool {
-    guard !s.bits.contains(.fresh) && schema(core).isEquatable else { return false }
+    guard !s.bits.contains(.fresh) && withSchema(core, { $0.isEquatable }) else { return false }
     let payload = Int(core.scratch.claims[index].payload)
     return withUnsafePointer(to: &value) { stored in
       stash(core).values.withUnsafeBufferPointer { payloads in

@@ -165,7 +165,13 @@ struct _EntityOps<T: Identifiable & Sendable> {
         node._patch(slot: slot, schema: $0.schema)
       }
     }
-    materialize = { node, core in node._materialize(core) }
+    materialize = { node, core in
+      guard node.cycle == 0 else { return node._materialize(core) }
+      // NB: the schema borrowed from the table, as for `patch`.
+      Unmanaged.passUnretained(node.table)._withUnsafeGuaranteedRef {
+        node._rebuildFromChildren(schema: $0.schema)
+      }
+    }
     expand = { node, index, core in node._expand(claim: index, core) }
     apply = { node, index, core in node._apply(claim: index, core) }
     isIdentical = { node, index, core in node._isIdentical(toClaim: index, core) }
@@ -206,6 +212,11 @@ final class _EntityNode<T: Identifiable & Sendable>: _Node<T> {
 
   @usableFromInline
   override func schema(_: _MapCore) -> _Schema<T> { table.schema }
+
+  @usableFromInline
+  override func unretainedSchema(_: _MapCore) -> Unmanaged<_Schema<T>> {
+    Unmanaged.passUnretained(table)._withUnsafeGuaranteedRef { .passUnretained($0.schema) }
+  }
 
   @usableFromInline
   override func stash(_: _MapCore) -> _Stash<T> { table.stash }
