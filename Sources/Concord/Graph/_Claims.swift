@@ -279,7 +279,7 @@ extension _MapCore {
       for index in levelStart..<levelEnd where isWinner(index) {
         let start = scratch.links.count
         let node = scratch.claims[index].node
-        node.mergeClaims(index, self, atExpansion: true)
+        if node.s.flags.contains(.mergeable) { node.mergeClaims(index, self, atExpansion: true) }
         // NB: a value identical to the stored one holds identical nested values, which its
         // children already have; without a call stamp to record on them, they need no claim.
         if scratch.claims[index].verdict == .accepted && scratch.stamp == nil
@@ -301,7 +301,7 @@ extension _MapCore {
     var alias: (node: _AnyNode, stamp: Stamp?)?
     for index in scratch.claims.indices where isWinner(index) {
       let node = scratch.claims[index].node
-      node.mergeClaims(index, self, atExpansion: false)
+      if node.s.flags.contains(.mergeable) { node.mergeClaims(index, self, atExpansion: false) }
       if scratch.claims[index].verdict == .accepted && node.isIdentical(toClaim: index, self) {
         scratch.claims[index].verdict = .identical
       }

@@ -29,6 +29,9 @@ struct _NodeFlags: OptionSet, Sendable {
   @inlinable static var buffered: _NodeFlags { _NodeFlags(rawValue: 1 << 8) }
   /// The node is the result of a live query; see `_QueryNode`.
   @inlinable static var query: _NodeFlags { _NodeFlags(rawValue: 1 << 9) }
+  /// The node's type is ``Mergeable``: its claims merge. NB: a flag, so that a pass asks no
+  /// other node's schema, in code that runs unspecialized.
+  @inlinable static var mergeable: _NodeFlags { _NodeFlags(rawValue: 1 << 10) }
 }
 
 /// Flags that only mean something during one pass of the graph (one claims-apply-settle run,

@@ -207,7 +207,8 @@ final class _EntityNode<T: Identifiable & Sendable>: _Node<T> {
     self.table = table
     table.lastSequence &+= 1
     sequence = table.lastSequence
-    super.init(value: value, flags: .registered)
+    super.init(
+      value: value, flags: table.schema.merge == nil ? .registered : [.registered, .mergeable])
   }
 
   @usableFromInline
@@ -322,11 +323,21 @@ final class _ListNode<T: Identifiable & Sendable>: _Node<[T]> {
   /// NB: fetched once, by the `@inlinable` caller, so that the schema (and its accessor's
   /// closures) is made where `T` is known, and never looked up again per call.
   @usableFromInline let listSchema: _Schema<[T]>
+  /// `_rebuildFromChildren(schema:)`, made by the `@inlinable` initializer, so that rebuilding
+  /// the list runs specialized for `T`: unspecialized, it retained each entity's accessor.
+  @usableFromInline let rebuild: (_ListNode<T>) -> Void
 
   @inlinable
   init(value: [T], schema: _Schema<[T]>) {
     listSchema = schema
+    rebuild = { list in list._rebuildFromChildren(schema: list.listSchema) }
     super.init(value: value, flags: .list)
+  }
+
+  @usableFromInline
+  override func materialize(_ core: _MapCore) {
+    // NB: a list is on no cycle: nothing links to it.
+    if cycle == 0 { rebuild(self) } else { _materialize(core) }
   }
 
   @usableFromInline
