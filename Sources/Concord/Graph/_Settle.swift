@@ -74,7 +74,7 @@ extension _MapCore {
         }
         if parent.s.flags.contains(.alias) { goesFurther = true }
         guard parent.s.bits.isDisjoint(with: [.settled, .claimed]) else { return }
-        touch(parent)
+        if recordsPatch(of: parent) { touch(parent) }
         if parent.cycle == 0 { parent.patch(slot: Int(reference.slot), self) }
         mark(parent, .patched)
       }

@@ -127,6 +127,20 @@ extension _MapCore {
       && (registry.consumerCount == 0 || !(node.readsOldValues || registry.logsChangedValues))
   }
 
+  /// Whether a parent that a propagation patches needs its journal record.
+  ///
+  /// Outside transactions (so outside an optimistic layer's own writes) and while no layer is
+  /// lowered, nothing rolls the patch back; with no subscriber on the parent, no consumer of the
+  /// change log (a query, a collector, a logger of changed values), no persisted type and no
+  /// alias, the commit would read the record only to find that nobody is to be told. A fan-out
+  /// then skips the record for each parent.
+  @inlinable
+  func recordsPatch(of parent: _AnyNode) -> Bool {
+    journal.level > 0 || layers.isLowered || registry.consumerCount > 0
+      || !registry.pendingStarts.isEmpty || registry.persistedTypes > 0
+      || parent.s.flags.contains(.alias) || parent.hasSubscribers
+  }
+
   /// Publishes a change made without the journal (see `publishesDirectly`), and persists it
   /// when its type is persisted. `stampBefore` is the node's stamp before the write.
   @inlinable
