@@ -57,14 +57,7 @@ extension _Node {
   /// This node's whole value, rebuilt from its children's.
   @usableFromInline
   func _materialized(_ core: _MapCore) -> Value {
-    guard cycle != 0 else {
-      var copy = value
-      let schema = schema(core)
-      for link in children {
-        schema.accessor(link.accessor).write(link.child, Int(link.position), &copy)
-      }
-      return copy
-    }
+    guard cycle != 0 else { return _rebuiltFromChildren(schema: schema(core)) }
     return _unfolded(_Materializer(core: core, cycle: cycle))
   }
 

@@ -313,6 +313,9 @@ class _AnyNode {
   @usableFromInline
   func slotsMatchChildren(_: _MapCore) -> Bool { fatalError("abstract") }
 
+  /// Whether the node's `.mergeable` flag says what its schema says; for `_checkInvariants`.
+  func mergeableFlagMatchesSchema(_: _MapCore) -> Bool { fatalError("abstract") }
+
   // MARK: Consumers of the change log (queries, indexes, collectors)
 
   /// Whether live queries, collectors or persistence read this node's changes: an entity whose
@@ -438,19 +441,21 @@ class _Node<Value: Sendable>: _AnyNode {
     value = _materialized(core)
   }
 
-  /// Rebuilds the value of a node on no cycle from its children's values, with its `schema`.
+  /// The value of a node on no cycle, rebuilt from its children's stored values with its
+  /// `schema`: `_materialized(_:)` for the common case.
   ///
-  /// NB: `_materialized(_:)` for the common case, inlinable so that it runs specialized, with
-  /// the schema and accessors borrowed: each retain and release is an atomic operation.
+  /// NB: inlinable, so that the typed operations (`_EntityOps`, `_ListNode.rebuild`) run it
+  /// specialized; the accessors are borrowed, since each retain and release is an atomic
+  /// operation.
   @inlinable
-  final func _rebuildFromChildren(schema: _Schema<Value>) {
+  final func _rebuiltFromChildren(schema: _Schema<Value>) -> Value {
     var copy = value
     for link in children {
       Unmanaged.passUnretained(schema.accessor(link.accessor))._withUnsafeGuaranteedRef {
         $0.write(link.child, Int(link.position), &copy)
       }
     }
-    value = copy
+    return copy
   }
 
   @usableFromInline
@@ -647,6 +652,10 @@ class _Node<Value: Sendable>: _AnyNode {
   @usableFromInline
   override func makeDelivery(to subscriber: _AnySubscriber, version: UInt64) -> _Delivery {
     _makeDelivery(to: subscriber, version: version)
+  }
+
+  final override func mergeableFlagMatchesSchema(_ core: _MapCore) -> Bool {
+    s.flags.contains(.mergeable) == (schema(core).merge != nil)
   }
 
   @usableFromInline

@@ -159,18 +159,14 @@ struct _EntityOps<T: Identifiable & Sendable> {
 
   @inlinable
   init() {
-    patch = { node, slot, _ in
-      // NB: the schema borrowed from the table, not retained: see `_Node._patch(slot:schema:)`.
-      Unmanaged.passUnretained(node.table)._withUnsafeGuaranteedRef {
-        node._patch(slot: slot, schema: $0.schema)
-      }
+    // NB: these two borrow the schema (see `unretainedSchema(_:)`): a fan-out patches, and a
+    // page of aggregates rebuilds, node after node.
+    patch = { node, slot, core in
+      node.withSchema(core) { node._patch(slot: slot, schema: $0) }
     }
     materialize = { node, core in
       guard node.cycle == 0 else { return node._materialize(core) }
-      // NB: the schema borrowed from the table, as for `patch`.
-      Unmanaged.passUnretained(node.table)._withUnsafeGuaranteedRef {
-        node._rebuildFromChildren(schema: $0.schema)
-      }
+      node.value = node.withSchema(core) { node._rebuiltFromChildren(schema: $0) }
     }
     expand = { node, index, core in node._expand(claim: index, core) }
     apply = { node, index, core in node._apply(claim: index, core) }
@@ -214,7 +210,7 @@ final class _EntityNode<T: Identifiable & Sendable>: _Node<T> {
   @usableFromInline
   override func schema(_: _MapCore) -> _Schema<T> { table.schema }
 
-  @usableFromInline
+  @inlinable
   override func unretainedSchema(_: _MapCore) -> Unmanaged<_Schema<T>> {
     Unmanaged.passUnretained(table)._withUnsafeGuaranteedRef { .passUnretained($0.schema) }
   }
@@ -323,14 +319,14 @@ final class _ListNode<T: Identifiable & Sendable>: _Node<[T]> {
   /// NB: fetched once, by the `@inlinable` caller, so that the schema (and its accessor's
   /// closures) is made where `T` is known, and never looked up again per call.
   @usableFromInline let listSchema: _Schema<[T]>
-  /// `_rebuildFromChildren(schema:)`, made by the `@inlinable` initializer, so that rebuilding
+  /// `_rebuiltFromChildren(schema:)`, made by the `@inlinable` initializer, so that rebuilding
   /// the list runs specialized for `T`: unspecialized, it retained each entity's accessor.
   @usableFromInline let rebuild: (_ListNode<T>) -> Void
 
   @inlinable
   init(value: [T], schema: _Schema<[T]>) {
     listSchema = schema
-    rebuild = { list in list._rebuildFromChildren(schema: list.listSchema) }
+    rebuild = { list in list.value = list._rebuiltFromChildren(schema: list.listSchema) }
     super.init(value: value, flags: .list)
   }
 
