@@ -177,8 +177,8 @@ final class _MapCore: @unchecked Sendable {
     if layers.isLowered { raiseShadows() }
     commit()
     let outcome = outbox.takeOutcome()
-    let deferredLayers = layers.deferred
-    layers.deferred = []
+    var deferredLayers: [(layer: _Layer, commit: Bool)] = []
+    swap(&deferredLayers, &layers.deferred)
     frame.depth -= 1
     lock.unlock()
     outcome.run(logger: logger, deliveryLock: deliveryLock)
@@ -197,11 +197,17 @@ final class _MapCore: @unchecked Sendable {
       // NB: every node while the map is small; around the write's nodes once it is large.
       let touched = registry.liveCount > 512 ? journal.entries.map(\.node) : nil
     #endif
-    // NB: by index: copying each record out would retain and release its fields.
-    for index in journal.entries.indices { journal.entries[index].node.s.journalMark = 0 }
-    journal.entries.removeAll(keepingCapacity: true)
-    for stash in journal.stashes { stash.clear() }
-    journal.stashes.removeAll(keepingCapacity: true)
+    // NB: by index: copying each record out would retain and release its fields. And only
+    // when there is anything: a write that published directly leaves both empty, and emptying
+    // them anyway was a good share of its commit.
+    if !journal.entries.isEmpty {
+      for index in journal.entries.indices { journal.entries[index].node.s.journalMark = 0 }
+      journal.entries.removeAll(keepingCapacity: true)
+    }
+    if !journal.stashes.isEmpty {
+      for stash in journal.stashes { stash.clear() }
+      journal.stashes.removeAll(keepingCapacity: true)
+    }
     #if CONCORD_INTERNAL_CHECKS
       _checkInvariants(around: touched)
     #endif

@@ -71,7 +71,7 @@ extension _MapCore {
   ///   `update`, whose body started from the stored value.
   @inlinable
   func writeLeaf<T: Sendable>(
-    _ node: _Node<T>, _ value: T, stamp: Stamp?, schema: _Schema<T>, merging: Bool
+    _ node: _Node<T>, _ value: consuming T, stamp: Stamp?, schema: _Schema<T>, merging: Bool
   ) {
     switch verdict(node, value, schema, stamp: stamp) {
     case .stale:
@@ -82,7 +82,8 @@ extension _MapCore {
     case .accepted, .identical:
       break
     }
-    var value = value
+    // NB: `value` is consumed, so that storing it moves it rather than copying it: `update`
+    // hands over its working copy.
     if merging, let merge = schema.merge { value = merge(value, node.value) }
     if !node.hasParents && publishesDirectly(node) {
       // NB: the outermost write of a lone entity: its change is known now, so it skips the

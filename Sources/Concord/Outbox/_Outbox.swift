@@ -57,14 +57,16 @@ struct _Outbox {
 
   /// Hands over what must happen after the lock is released, and starts afresh.
   ///
-  /// NB: only moves references: nothing is released here, under the lock.
+  /// NB: only moves references: nothing is released here, under the lock. Swapped out rather
+  /// than copied and then emptied, which retained and released each part at every write.
   @usableFromInline
   mutating func takeOutcome() -> _Outcome {
-    defer {
-      events = []
-      graveyard = []
-      deliveries = _Deliveries()
-    }
+    var events: [() -> IdentityMapEvent] = []
+    var graveyard: [AnyObject] = []
+    var deliveries = _Deliveries()
+    swap(&events, &self.events)
+    swap(&graveyard, &self.graveyard)
+    swap(&deliveries, &self.deliveries)
     return _Outcome(events: events, graveyard: graveyard, deliveries: deliveries)
   }
 

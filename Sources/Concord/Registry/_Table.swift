@@ -48,12 +48,23 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
   @usableFromInline let stash = _Stash<T>()
   /// The node operations that depend on `T`; see `_EntityOps`.
   @usableFromInline let ops: _EntityOps<T>
-  /// The live queries, indexes and collectors of `T`; `nil` while there are none.
-  @usableFromInline var consumers: _Consumers<T>?
-  /// How `T` is persisted; `nil` unless ``IdentityMap/persist(_:)`` named it.
-  @usableFromInline var persisted: _Persisted<T>?
-  /// The sequence number of the last node created: see `_EntityNode.sequence`.
-  @usableFromInline var lastSequence: UInt64 = 0
+  // NB: see `_AnyNode.s` on exclusivity checks: a write reads `persisted` and `consumers`, and
+  // each dynamic check cost as much as a pthread lock.
+  #if DEBUG
+    /// The live queries, indexes and collectors of `T`; `nil` while there are none.
+    @usableFromInline var consumers: _Consumers<T>?
+    /// How `T` is persisted; `nil` unless ``IdentityMap/persist(_:)`` named it.
+    @usableFromInline var persisted: _Persisted<T>?
+    /// The sequence number of the last node created: see `_EntityNode.sequence`.
+    @usableFromInline var lastSequence: UInt64 = 0
+  #else
+    /// The live queries, indexes and collectors of `T`; `nil` while there are none.
+    @exclusivity(unchecked) @usableFromInline var consumers: _Consumers<T>?
+    /// How `T` is persisted; `nil` unless ``IdentityMap/persist(_:)`` named it.
+    @exclusivity(unchecked) @usableFromInline var persisted: _Persisted<T>?
+    /// The sequence number of the last node created: see `_EntityNode.sequence`.
+    @exclusivity(unchecked) @usableFromInline var lastSequence: UInt64 = 0
+  #endif
 
   @inlinable
   override init() {
