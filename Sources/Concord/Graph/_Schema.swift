@@ -85,8 +85,8 @@ final class _Schema<Root>: Sendable {
   /// Whether a stored value changed: always, unless `Root` is `Equatable` and the values are equal.
   @inlinable
   func differ(_ old: Root, _ new: Root) -> Bool {
-    guard let equality else { return true }
-    return !equality.equal(old, new)
+    // NB: optional chaining borrows the reference, where binding it retained it.
+    !(equality?.equal(old, new) ?? false)
   }
 }
 
