@@ -278,18 +278,20 @@ extension _MapCore {
       scratch.depth += 1
       for index in levelStart..<levelEnd where isWinner(index) {
         let start = scratch.links.count
-        let node = scratch.claims[index].node
-        if node.s.flags.contains(.mergeable) { node.mergeClaims(index, self, atExpansion: true) }
-        // NB: a value identical to the stored one holds identical nested values, which its
-        // children already have; without a call stamp to record on them, they need no claim.
-        if scratch.claims[index].verdict == .accepted && scratch.stamp == nil
-          && node.hasChildren && node.isIdentical(toClaim: index, self)
-        {
-          scratch.claims[index].verdict = .identical
-          continue
+        // NB: borrowed, not retained: the claims keep their nodes for the whole pass.
+        Unmanaged.passUnretained(scratch.claims[index].node)._withUnsafeGuaranteedRef { node in
+          if node.s.flags.contains(.mergeable) { node.mergeClaims(index, self, atExpansion: true) }
+          // NB: a value identical to the stored one holds identical nested values, which its
+          // children already have; without a call stamp to record on them, they need no claim.
+          if scratch.claims[index].verdict == .accepted && scratch.stamp == nil
+            && node.hasChildren && node.isIdentical(toClaim: index, self)
+          {
+            scratch.claims[index].verdict = .identical
+            return
+          }
+          node.expand(claim: index, self)
+          scratch.claims[index].links = start..<scratch.links.count
         }
-        node.expand(claim: index, self)
-        scratch.claims[index].links = start..<scratch.links.count
       }
       levelStart = levelEnd
     }
@@ -300,42 +302,45 @@ extension _MapCore {
     // NB: an alias is logged as set after the entities it names are logged as stored.
     var alias: (node: _AnyNode, stamp: Stamp?)?
     for index in scratch.claims.indices where isWinner(index) {
-      let node = scratch.claims[index].node
-      if node.s.flags.contains(.mergeable) { node.mergeClaims(index, self, atExpansion: false) }
-      if scratch.claims[index].verdict == .accepted && node.isIdentical(toClaim: index, self) {
-        scratch.claims[index].verdict = .identical
-      }
-      let claim = scratch.claims[index]
-      switch claim.verdict {
-      case .stale:
-        outbox.logStale(node, incoming: claim.stamp)
-        continue
-      case .unchanged:
-        continue
-      case .identical:
-        recordJournaled(claim.stamp, on: node)
-        outbox.logStored(node, stamp: claim.stamp)
-        continue
-      case .accepted:
-        break
-      }
-      touch(node)
-      node.apply(claim: index, self)
-      // NB: a node nothing links to (a batch list, a root aggregate) cannot be on a cycle:
-      // its new links close none.
-      if relink(node, to: scratch.links[claim.links]) && node.hasParents {
-        for link in node.children where link.child === node || link.child.hasChildren {
-          scratch.cycleRoots.append(link.child)
+      // NB: borrowed, not retained, and the claim read field by field rather than copied: the
+      // claims keep their nodes for the whole pass.
+      Unmanaged.passUnretained(scratch.claims[index].node)._withUnsafeGuaranteedRef { node in
+        if node.s.flags.contains(.mergeable) { node.mergeClaims(index, self, atExpansion: false) }
+        if scratch.claims[index].verdict == .accepted && node.isIdentical(toClaim: index, self) {
+          scratch.claims[index].verdict = .identical
         }
+        let stamp = scratch.claims[index].stamp
+        switch scratch.claims[index].verdict {
+        case .stale:
+          outbox.logStale(node, incoming: stamp)
+          return
+        case .unchanged:
+          return
+        case .identical:
+          recordJournaled(stamp, on: node)
+          outbox.logStored(node, stamp: stamp)
+          return
+        case .accepted:
+          break
+        }
+        touch(node)
+        node.apply(claim: index, self)
+        // NB: a node nothing links to (a batch list, a root aggregate) cannot be on a cycle:
+        // its new links close none.
+        if relink(node, to: scratch.links[scratch.claims[index].links]) && node.hasParents {
+          for link in node.children where link.child === node || link.child.hasChildren {
+            scratch.cycleRoots.append(link.child)
+          }
+        }
+        record(stamp, on: node)
+        if node.s.flags.contains(.alias) {
+          alias = (node, stamp)
+        } else {
+          outbox.logStored(node, stamp: stamp)
+        }
+        mark(node, .claimed)
+        seeds.append(node)
       }
-      record(claim.stamp, on: node)
-      if node.s.flags.contains(.alias) {
-        alias = (node, claim.stamp)
-      } else {
-        outbox.logStored(node, stamp: claim.stamp)
-      }
-      mark(node, .claimed)
-      seeds.append(node)
     }
     if let alias { outbox.logStored(alias.node, stamp: alias.stamp) }
     if !scratch.cycleRoots.isEmpty {
