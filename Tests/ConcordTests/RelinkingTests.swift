@@ -70,4 +70,60 @@ struct RelinkingTests {
     #expect(before == after)
     #expect(shelf.value.books[0].title == "retitled")
   }
+
+  @Test func aChildKeepsItsOtherParentsWhenItsFirstGoes() {
+    let map = IdentityMap()
+    let book = Book.make("a", by: .ged)
+    // NB: the first parent's back-reference is kept inline; dropping it moves the last one in.
+    var first: EntityObserver<Shelf>? = map.store(Shelf.make(1, books: [book]))
+    let second = map.store(Shelf.make(2, books: [book]))
+    let third = map.store(Shelf.make(3, books: [book]))
+    first = nil
+    #expect(map.find(Shelf.self, id: 1) == nil)
+    map.update(Book.self, id: "a") { $0.title = "renamed" }
+    #expect(second.value.books[0].title == "renamed")
+    #expect(third.value.books[0].title == "renamed")
+    #expect(map.holders(of: Book.self, id: "a")?.parents.count == 2)
+    withExtendedLifetime(first) {}
+  }
+
+  @Test(arguments: [1, 2, 3] as [UInt64])
+  func backReferencesBehaveLikeAnArray(seed: UInt64) {
+    var random = SeededGenerator(seed: seed)
+    let nodes = (0..<4).map { _ in _AnyNode(flags: []) }
+    var parents = _Parents()
+    var model: [(node: ObjectIdentifier, slot: Int32)] = []
+    func same() -> Bool {
+      parents.count == model.count && parents.isEmpty == model.isEmpty
+        && zip(parents, model).allSatisfy {
+          ObjectIdentifier($0.parent) == $1.node && $0.slot == $1.slot
+        }
+    }
+    for step in 0..<randomSteps(share: 20) {
+      let node = nodes[Int.random(in: 0..<nodes.count, using: &random)]
+      let slot = Int32(step)
+      switch Int.random(in: 0..<3, using: &random) {
+      case 0:
+        parents.append(_ParentRef(parent: node, slot: slot))
+        model.append((ObjectIdentifier(node), slot))
+      case 1 where !model.isEmpty:
+        let removed = parents.removeLast()
+        let expected = model.removeLast()
+        #expect(ObjectIdentifier(removed.parent) == expected.node && removed.slot == expected.slot)
+      case 2 where !model.isEmpty:
+        let index = Int.random(in: 0..<model.count, using: &random)
+        parents[index] = _ParentRef(parent: node, slot: slot)
+        model[index] = (ObjectIdentifier(node), slot)
+      default:
+        continue
+      }
+      guard same() else {
+        Issue.record(
+          "seed \(seed), step \(step): \(parents.count) back-references, \(model.count) in the model"
+        )
+        return
+      }
+    }
+    withExtendedLifetime(nodes) {}
+  }
 }

@@ -133,6 +133,52 @@ struct _ParentRef {
   @usableFromInline var slot: Int32
 }
 
+/// A child's back-references, the first one inline.
+///
+/// NB: most nested entities have one parent (a book in one post, a label on one issue); keeping
+/// it inline spares each of them an array, an allocation per nested entity a page creates.
+/// Indices are 0 for `head` and 1... for `tail`; `head` is `nil` only when `tail` is empty.
+@usableFromInline
+struct _Parents: RandomAccessCollection, MutableCollection, ExpressibleByArrayLiteral {
+  @usableFromInline var head: _ParentRef?
+  @usableFromInline var tail: [_ParentRef] = []
+
+  @inlinable init() {}
+
+  @inlinable
+  init(arrayLiteral references: _ParentRef...) {
+    for reference in references { append(reference) }
+  }
+
+  @inlinable var startIndex: Int { 0 }
+  @inlinable var endIndex: Int { head == nil ? 0 : 1 + tail.count }
+  @inlinable var count: Int { endIndex }
+  @inlinable var isEmpty: Bool { head == nil }
+  @inlinable func index(after index: Int) -> Int { index + 1 }
+  @inlinable func index(before index: Int) -> Int { index - 1 }
+
+  @inlinable
+  subscript(position: Int) -> _ParentRef {
+    get { position == 0 ? head.unsafelyUnwrapped : tail[position - 1] }
+    set {
+      if position == 0 { head = newValue } else { tail[position - 1] = newValue }
+    }
+  }
+
+  @inlinable
+  mutating func append(_ reference: _ParentRef) {
+    if head == nil { head = reference } else { tail.append(reference) }
+  }
+
+  /// Removes and returns the last back-reference; there must be one.
+  @inlinable @discardableResult
+  mutating func removeLast() -> _ParentRef {
+    if let last = tail.popLast() { return last }
+    defer { head = nil }
+    return head.unsafelyUnwrapped
+  }
+}
+
 /// The parts of a node that most entities never need, allocated on first use.
 ///
 /// - `children`: links to the entities this node's value holds, in the order of its nested
@@ -146,12 +192,12 @@ final class _NodeExtras {
   // NB: see `_AnyNode.s` on exclusivity checks.
   #if DEBUG
     @usableFromInline var children: [_ChildLink] = []
-    @usableFromInline var parents: [_ParentRef] = []
+    @usableFromInline var parents = _Parents()
     @usableFromInline var subscribers: [_AnySubscriber] = []
     @usableFromInline var cycle: Int = 0
   #else
     @exclusivity(unchecked) @usableFromInline var children: [_ChildLink] = []
-    @exclusivity(unchecked) @usableFromInline var parents: [_ParentRef] = []
+    @exclusivity(unchecked) @usableFromInline var parents = _Parents()
     @exclusivity(unchecked) @usableFromInline var subscribers: [_AnySubscriber] = []
     @exclusivity(unchecked) @usableFromInline var cycle: Int = 0
   #endif
