@@ -66,7 +66,10 @@ extension _MapCore {
     // NB: one allocation for a new parent's links, not one per doubling.
     if !links.isEmpty { parent.extras.children.reserveCapacity(links.count) }
     for link in links {
-      self.link(parent, to: link.child, accessor: link.accessor, position: link.position)
+      // NB: each child borrowed, not retained.
+      Unmanaged.passUnretained(link.child)._withUnsafeGuaranteedRef {
+        self.link(parent, to: $0, accessor: link.accessor, position: link.position)
+      }
     }
     return true
   }

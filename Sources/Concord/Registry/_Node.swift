@@ -450,6 +450,19 @@ class _Node<Value: Sendable>: _AnyNode {
   @usableFromInline
   func stash(_: _MapCore) -> _Stash<Value> { fatalError("abstract") }
 
+  /// ``stash(_:)``, unretained, as ``unretainedSchema(_:)``: an entity's stash lives in its
+  /// table, and a pass reads it for every claim.
+  @usableFromInline
+  func unretainedStash(_ core: _MapCore) -> Unmanaged<_Stash<Value>> {
+    Unmanaged.passUnretained(stash(core))
+  }
+
+  /// Calls `body` with the write's stash of this node's type, borrowed.
+  @inlinable
+  final func withStash<R>(_ core: _MapCore, _ body: (_Stash<Value>) -> R) -> R {
+    unretainedStash(core)._withUnsafeGuaranteedRef(body)
+  }
+
   @inlinable
   final func _patch(slot: Int, _ core: _MapCore) {
     _patch(slot: slot, schema: schema(core))
@@ -496,9 +509,17 @@ class _Node<Value: Sendable>: _AnyNode {
   @inlinable
   final func _rebuiltFromChildren(schema: _Schema<Value>) -> Value {
     var copy = value
-    for link in children {
-      Unmanaged.passUnretained(schema.accessor(link.accessor))._withUnsafeGuaranteedRef {
-        $0.write(link.child, Int(link.position), &copy)
+    guard s.extras != nil else { return copy }
+    // NB: the extras and each child borrowed too, the links read by index rather than copied.
+    Unmanaged.passUnretained(s.extras.unsafelyUnwrapped)._withUnsafeGuaranteedRef { extras in
+      for index in extras.children.indices {
+        let link = extras.children[index]
+        Unmanaged.passUnretained(schema.accessor(link.accessor))._withUnsafeGuaranteedRef {
+          accessor in
+          Unmanaged.passUnretained(link.child)._withUnsafeGuaranteedRef {
+            accessor.write($0, Int(link.position), &copy)
+          }
+        }
       }
     }
     return copy
@@ -543,7 +564,7 @@ class _Node<Value: Sendable>: _AnyNode {
 
   @inlinable
   final func _expand(claim index: Int, _ core: _MapCore) {
-    let payload = stash(core).values[Int(core.scratch.claims[index].payload)]
+    let payload = withStash(core) { $0.values[Int(core.scratch.claims[index].payload)] }
     withSchema(core) { schema in
       for accessorIndex in schema.erasedAccessors.indices {
         core.scratch.accessor = Int32(accessorIndex)
@@ -618,8 +639,10 @@ class _Node<Value: Sendable>: _AnyNode {
     guard !s.bits.contains(.fresh) && withSchema(core, { $0.isEquatable }) else { return false }
     let payload = Int(core.scratch.claims[index].payload)
     return withUnsafePointer(to: &value) { stored in
-      stash(core).values.withUnsafeBufferPointer { payloads in
-        _identical(at: stored, payloads.baseAddress! + payload)
+      withStash(core) {
+        $0.values.withUnsafeBufferPointer { payloads in
+          _identical(at: stored, payloads.baseAddress! + payload)
+        }
       }
     }
   }
@@ -631,7 +654,7 @@ class _Node<Value: Sendable>: _AnyNode {
 
   @inlinable
   final func _apply(claim index: Int, _ core: _MapCore) {
-    value = stash(core).values[Int(core.scratch.claims[index].payload)]
+    value = withStash(core) { $0.values[Int(core.scratch.claims[index].payload)] }
   }
 
   @usableFromInline

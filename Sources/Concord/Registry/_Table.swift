@@ -229,6 +229,11 @@ final class _EntityNode<T: Identifiable & Sendable>: _Node<T> {
   @usableFromInline
   override func stash(_: _MapCore) -> _Stash<T> { table.stash }
 
+  @inlinable
+  override func unretainedStash(_: _MapCore) -> Unmanaged<_Stash<T>> {
+    Unmanaged.passUnretained(table)._withUnsafeGuaranteedRef { .passUnretained($0.stash) }
+  }
+
   // The hot typed operations, specialized through the table's closures.
 
   @usableFromInline
