@@ -60,18 +60,18 @@ extension _MapCore {
   /// goes further: it has parents of its own, lies on a cycle, or is an alias.
   @discardableResult
   func pushPatch(from node: _AnyNode) -> Bool {
-    guard let extras = node.s.extras else { return false }
+    guard node.s.extras != nil else { return false }
+    // NB: the extras borrowed, not retained.
+    let extras = Unmanaged.passUnretained(node.s.extras.unsafelyUnwrapped)
     var goesFurther = false
     // NB: by index, each parent borrowed: copying the array or retaining each parent is an
     // atomic operation per parent of a fan-out.
     var index = 0
-    while index < extras.parents.count {
-      let reference = extras.parents[index]
+    while index < extras._withUnsafeGuaranteedRef({ $0.parents.count }) {
+      let reference = extras._withUnsafeGuaranteedRef { $0.parents[index] }
       index += 1
       Unmanaged.passUnretained(reference.parent)._withUnsafeGuaranteedRef { parent in
-        if !goesFurther, let parentExtras = parent.s.extras {
-          goesFurther = !parentExtras.parents.isEmpty || parentExtras.cycle != 0
-        }
+        if !goesFurther { goesFurther = parent.hasParents || parent.cycle != 0 }
         if parent.s.flags.contains(.alias) { goesFurther = true }
         guard parent.s.bits.isDisjoint(with: [.settled, .claimed]) else { return }
         if recordsPatch(of: parent) { touch(parent) }
@@ -102,8 +102,10 @@ extension _MapCore {
       stack.append((Unmanaged.passUnretained(seed), 0))
       while let (node, nextParent) = stack.last {
         let parent = node._withUnsafeGuaranteedRef { node -> Unmanaged<_AnyNode>? in
-          guard let extras = node.s.extras, nextParent < extras.parents.count else { return nil }
-          return Unmanaged.passUnretained(extras.parents[nextParent].parent)
+          // NB: the extras borrowed through optional chaining, not bound and retained.
+          guard nextParent < node.s.extras?.parents.count ?? 0 else { return nil }
+          return Unmanaged.passUnretained(
+            node.s.extras.unsafelyUnwrapped.parents[nextParent].parent)
         }
         guard let parent else {
           stack.removeLast()

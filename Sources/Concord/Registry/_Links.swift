@@ -11,8 +11,8 @@ extension _MapCore {
     unbuffer(child)
     // NB: both extras borrowed, not retained: each retain and release is an atomic operation,
     // and a page of aggregates links every entity it holds.
-    Unmanaged.passUnretained(parent.extras)._withUnsafeGuaranteedRef { parentExtras in
-      Unmanaged.passUnretained(child.extras)._withUnsafeGuaranteedRef { childExtras in
+    parent.withExtras { parentExtras in
+      child.withExtras { childExtras in
         parentExtras.children.append(
           _ChildLink(
             child: child, accessor: accessor, position: position,
@@ -58,13 +58,23 @@ extension _MapCore {
   /// - Complexity: O(old links + new links).
   @usableFromInline @discardableResult
   func relink<Links: Collection<_ChildLink>>(_ parent: _AnyNode, to links: Links) -> Bool {
-    let old = parent.children
-    if old.count == links.count && zip(old, links).allSatisfy({ $0.sameOccurrence(as: $1) }) {
-      return false
-    }
+    // NB: the old links compared in place, borrowed: copying the array retained it.
+    let unchanged =
+      parent.s.extras == nil
+      ? links.isEmpty
+      : parent.withExtras { extras in
+        guard extras.children.count == links.count else { return false }
+        var index = links.startIndex
+        for slot in extras.children.indices {
+          guard extras.children[slot].sameOccurrence(as: links[index]) else { return false }
+          links.formIndex(after: &index)
+        }
+        return true
+      }
+    if unchanged { return false }
     unlinkChildren(of: parent)
     // NB: one allocation for a new parent's links, not one per doubling.
-    if !links.isEmpty { parent.extras.children.reserveCapacity(links.count) }
+    if !links.isEmpty { parent.withExtras { $0.children.reserveCapacity(links.count) } }
     for link in links {
       // NB: each child borrowed, not retained.
       Unmanaged.passUnretained(link.child)._withUnsafeGuaranteedRef {

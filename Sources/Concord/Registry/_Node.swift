@@ -234,6 +234,14 @@ class _AnyNode {
     return made
   }
 
+  /// Calls `body` with the extras, created on first use, borrowed: the getter of ``extras``
+  /// returns a reference the caller then releases, an atomic operation per call.
+  @inlinable
+  final func withExtras<R>(_ body: (_NodeExtras) -> R) -> R {
+    if s.extras == nil { s.extras = _NodeExtras() }
+    return Unmanaged.passUnretained(s.extras.unsafelyUnwrapped)._withUnsafeGuaranteedRef(body)
+  }
+
   /// The links to children; empty when there are none.
   @inlinable
   final var children: [_ChildLink] { s.extras?.children ?? [] }
