@@ -14,6 +14,10 @@ final class _Accessor<Root>: Sendable {
   /// Writes the value of `child` (a `_Node<C>`) into `root` at `position`: its stored value, or
   /// with `materializer`, its value materialized on the current path (see `_Materialize.swift`).
   @usableFromInline let fill: @Sendable (_AnyNode, Int, inout Root, _Materializer?) -> Void
+  /// Whether `root` holds the stored value of `child` (a `_Node<C>`) at `position` bit for bit
+  /// (see `_identical`), so that `fill` would change nothing there. Reads `root` in place,
+  /// without copying it; `inout` only for that.
+  @usableFromInline let holds: @Sendable (_AnyNode, Int, inout Root) -> Bool
   /// Removes the children at `positions` (ascending, unique) from `root`.
   /// `nil` for a non-optional single entity: its parent cannot exist without it.
   @usableFromInline let remove: (@Sendable ([Int], inout Root) -> Void)?
@@ -29,12 +33,14 @@ final class _Accessor<Root>: Sendable {
   init(
     forEachChild: @escaping @Sendable (Root, _MapCore) -> Void,
     fill: @escaping @Sendable (_AnyNode, Int, inout Root, _Materializer?) -> Void,
+    holds: @escaping @Sendable (_AnyNode, Int, inout Root) -> Bool,
     remove: (@Sendable ([Int], inout Root) -> Void)?,
     removeAll: (@Sendable (inout Root) -> Void)?,
     align: @escaping @Sendable (inout Root, inout Root) -> Bool
   ) {
     self.forEachChild = forEachChild
     self.fill = fill
+    self.holds = holds
     self.remove = remove
     self.removeAll = removeAll
     self.align = align
@@ -59,6 +65,9 @@ extension _Accessor {
       fill: { child, _, root, materializer in
         field.assign(&root, _Node<C>._value(of: child, materializer))
       },
+      holds: { child, _, root in
+        field.inspect(&root) { _Node<C>._holdsValue(of: child, at: &$0) }
+      },
       remove: nil,
       removeAll: nil,
       align: { first, second in
@@ -81,6 +90,9 @@ extension _Accessor {
       },
       fill: { child, _, root, materializer in
         field.assign(&root, _Node<C>._value(of: child, materializer))
+      },
+      holds: { child, _, root in
+        field.inspect(&root) { _Node<C>._holdsValue(of: child, at: &$0) }
       },
       remove: { _, root in field.set(&root, nil) },
       removeAll: { root in field.set(&root, nil) },
@@ -105,6 +117,9 @@ extension _Accessor {
       fill: { child, position, root, materializer in
         let element = _Node<C.Element>._value(of: child, materializer)
         field.modify(&root) { $0._replace(at: position, with: element) }
+      },
+      holds: { child, position, root in
+        field.inspect(&root) { $0._holdsValue(of: child, at: position) }
       },
       remove: { positions, root in
         field.modify(&root) { $0._removeOffsets(positions) }
@@ -132,6 +147,9 @@ extension _Accessor {
       fill: { child, position, root, materializer in
         let element = _Node<C.Element>._value(of: child, materializer)
         field.modify(&root) { $0!._replace(at: position, with: element) }
+      },
+      holds: { child, position, root in
+        field.inspect(&root) { $0?._holdsValue(of: child, at: position) ?? false }
       },
       remove: { positions, root in
         field.modify(&root) { $0?._removeOffsets(positions) }
@@ -184,6 +202,17 @@ struct _Field<Root, Value>: Sendable {
     }
   }
 
+  /// Calls `body` with the field, to read it: in place when it is stored inline, on a copy
+  /// otherwise. Nothing `body` writes reaches `root`; `inout` only spares a copy.
+  @inlinable
+  func inspect<R>(_ root: inout Root, _ body: (inout Value) -> R) -> R {
+    guard offset != nil else {
+      var copy = root[keyPath: keyPath]
+      return body(&copy)
+    }
+    return modify(&root, body)
+  }
+
   @inlinable
   func set(_ root: inout Root, _ value: Value) {
     modify(&root) { $0 = value }
@@ -215,5 +244,19 @@ extension MutableCollection where Self: RangeReplaceableCollection {
     for offset in offsets.reversed() {
       remove(at: index(startIndex, offsetBy: offset))
     }
+  }
+}
+
+extension Collection where Element: Sendable {
+  /// Whether the element at `offset` elements past `startIndex` is the stored value of
+  /// `child` bit for bit; `false` when the collection has no contiguous storage to read it in
+  /// place.
+  @inlinable
+  func _holdsValue(of child: _AnyNode, at offset: Int) -> Bool {
+    withContiguousStorageIfAvailable { elements in
+      offset < elements.count
+        && _Node<Element>._holdsValue(
+          of: child, at: elements.baseAddress.unsafelyUnwrapped + offset)
+    } ?? false
   }
 }

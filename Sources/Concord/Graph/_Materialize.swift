@@ -54,6 +54,35 @@ extension _Node {
     return node._nested(materializer)
   }
 
+  /// Whether the value at `slot` is the stored value of `node` (a `_Node<Value>`) bit for
+  /// bit. Compares in place: neither value is copied.
+  ///
+  /// NB: `slot` may point at the payload of an `Optional<Value>` that is not `nil`, which
+  /// begins the optional's storage.
+  @inlinable
+  static func _holdsValue(of node: _AnyNode, at slot: UnsafePointer<Value>) -> Bool {
+    Unmanaged.passUnretained(node)._withUnsafeGuaranteedRef {
+      withUnsafePointer(to: &unsafeDowncast($0, to: _Node<Value>.self).value) {
+        _identical(at: $0, slot)
+      }
+    }
+  }
+
+  /// ``_holdsValue(of:at:)`` for a slot holding an optional value; `false` when it is `nil`.
+  @inlinable
+  static func _holdsValue(of node: _AnyNode, at slot: inout Value?) -> Bool {
+    guard slot != nil else { return false }
+    return withUnsafePointer(to: &slot) {
+      _holdsValue(of: node, at: UnsafeRawPointer($0).assumingMemoryBound(to: Value.self))
+    }
+  }
+
+  /// ``_holdsValue(of:at:)`` for a slot holding a value.
+  @inlinable
+  static func _holdsValue(of node: _AnyNode, at slot: inout Value) -> Bool {
+    withUnsafePointer(to: &slot) { _holdsValue(of: node, at: $0) }
+  }
+
   /// This node's whole value, rebuilt from its children's.
   @usableFromInline
   func _materialized(_ core: _MapCore) -> Value {

@@ -508,12 +508,44 @@ class _Node<Value: Sendable>: _AnyNode {
     value = _materialized(core)
   }
 
-  /// The value of a node on no cycle, rebuilt from its children's stored values with its
-  /// `schema`: `_materialized(_:)` for the common case.
+  /// Rewrites the value of a node on no cycle with its children's stored values, by its
+  /// `schema`: `_materialize(_:)` for the common case.
   ///
   /// NB: inlinable, so that the typed operations (`_EntityOps`, `_ListNode.rebuild`) run it
   /// specialized; the accessors are borrowed, since each retain and release is an atomic
   /// operation.
+  @inlinable
+  final func _rebuildFromChildren(schema: _Schema<Value>) {
+    // NB: when every slot already holds its child's value (a new aggregate, a page stored
+    // again unchanged), rebuilding writes nothing, yet copying the value to rebuild it retains
+    // and releases every reference it holds.
+    guard !_holdsItsChildren(schema: schema) else { return }
+    value = _rebuiltFromChildren(schema: schema)
+  }
+
+  /// Whether every child slot of the value holds that child's stored value bit for bit.
+  @inlinable
+  final func _holdsItsChildren(schema: _Schema<Value>) -> Bool {
+    guard s.extras != nil else { return true }
+    // NB: the extras, each accessor and each child borrowed, as in `_rebuiltFromChildren`.
+    return Unmanaged.passUnretained(s.extras.unsafelyUnwrapped)._withUnsafeGuaranteedRef {
+      extras in
+      for index in extras.children.indices {
+        let link = extras.children[index]
+        let holds = Unmanaged.passUnretained(schema.accessor(link.accessor))
+          ._withUnsafeGuaranteedRef { accessor in
+            Unmanaged.passUnretained(link.child)._withUnsafeGuaranteedRef {
+              accessor.holds($0, Int(link.position), &value)
+            }
+          }
+        if !holds { return false }
+      }
+      return true
+    }
+  }
+
+  /// The value of a node on no cycle, rebuilt from its children's stored values with its
+  /// `schema`: `_materialized(_:)` for the common case.
   @inlinable
   final func _rebuiltFromChildren(schema: _Schema<Value>) -> Value {
     var copy = value
@@ -572,8 +604,10 @@ class _Node<Value: Sendable>: _AnyNode {
 
   @inlinable
   final func _expand(claim index: Int, _ core: _MapCore) {
-    let payload = withStash(core) { $0.values[Int(core.scratch.claims[index].payload)] }
     withSchema(core) { schema in
+      // NB: a leaf has nothing to visit; copying its payload out would retain its references.
+      guard !schema.erasedAccessors.isEmpty else { return }
+      let payload = withStash(core) { $0.values[Int(core.scratch.claims[index].payload)] }
       for accessorIndex in schema.erasedAccessors.indices {
         core.scratch.accessor = Int32(accessorIndex)
         schema.accessor(Int32(accessorIndex)).forEachChild(payload, core)
@@ -645,8 +679,13 @@ class _Node<Value: Sendable>: _AnyNode {
   @inlinable
   final func _isIdentical(toClaim index: Int, _ core: _MapCore) -> Bool {
     guard !s.bits.contains(.fresh) && withSchema(core, { $0.isEquatable }) else { return false }
-    let payload = Int(core.scratch.claims[index].payload)
-    return withUnsafePointer(to: &value) { stored in
+    return _holdsPayload(Int(core.scratch.claims[index].payload), core)
+  }
+
+  /// Whether the value is bit for bit the one at `payload` in the stash. Compares in place.
+  @inlinable
+  final func _holdsPayload(_ payload: Int, _ core: _MapCore) -> Bool {
+    withUnsafePointer(to: &value) { stored in
       withStash(core) {
         $0.values.withUnsafeBufferPointer { payloads in
           _identical(at: stored, payloads.baseAddress! + payload)
@@ -662,7 +701,11 @@ class _Node<Value: Sendable>: _AnyNode {
 
   @inlinable
   final func _apply(claim index: Int, _ core: _MapCore) {
-    value = withStash(core) { $0.values[Int(core.scratch.claims[index].payload)] }
+    let payload = Int(core.scratch.claims[index].payload)
+    // NB: a node the pass created already holds its first occurrence, most often the payload
+    // itself: skipping the copy spares a retain and a release per reference in the value.
+    if s.bits.contains(.fresh) && _holdsPayload(payload, core) { return }
+    value = withStash(core) { $0.values[payload] }
   }
 
   @usableFromInline

@@ -177,7 +177,7 @@ struct _EntityOps<T: Identifiable & Sendable> {
     }
     materialize = { node, core in
       guard node.cycle == 0 else { return node._materialize(core) }
-      node.value = node.withSchema(core) { node._rebuiltFromChildren(schema: $0) }
+      node.withSchema(core) { node._rebuildFromChildren(schema: $0) }
     }
     expand = { node, index, core in node._expand(claim: index, core) }
     apply = { node, index, core in node._apply(claim: index, core) }
@@ -335,14 +335,14 @@ final class _ListNode<T: Identifiable & Sendable>: _Node<[T]> {
   /// NB: fetched once, by the `@inlinable` caller, so that the schema (and its accessor's
   /// closures) is made where `T` is known, and never looked up again per call.
   @usableFromInline let listSchema: _Schema<[T]>
-  /// `_rebuiltFromChildren(schema:)`, made by the `@inlinable` initializer, so that rebuilding
+  /// `_rebuildFromChildren(schema:)`, made by the `@inlinable` initializer, so that rebuilding
   /// the list runs specialized for `T`: unspecialized, it retained each entity's accessor.
   @usableFromInline let rebuild: (_ListNode<T>) -> Void
 
   @inlinable
   init(value: [T], schema: _Schema<[T]>) {
     listSchema = schema
-    rebuild = { list in list.value = list._rebuiltFromChildren(schema: list.listSchema) }
+    rebuild = { list in list._rebuildFromChildren(schema: list.listSchema) }
     super.init(value: value, flags: .list)
   }
 
