@@ -425,8 +425,10 @@ class _Node<Value: Sendable>: _AnyNode {
     @exclusivity(unchecked) @usableFromInline final var value: Value
   #endif
 
+  /// NB: `consuming`, so that the value moves into the node instead of being copied there and
+  /// released by the caller.
   @usableFromInline
-  init(value: Value, flags: _NodeFlags) {
+  init(value: consuming Value, flags: _NodeFlags) {
     self.value = value
     super.init(flags: flags)
   }

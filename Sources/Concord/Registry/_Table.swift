@@ -209,8 +209,11 @@ final class _EntityNode<T: Identifiable & Sendable>: _Node<T> {
   /// ties, list their members in this order, the order they were first stored.
   @usableFromInline let sequence: UInt64
 
+  /// NB: the value is consumed, moved into the node; the table is borrowed (`__shared`, which
+  /// unlike `borrowing` lets the unowned reference be stored), sparing a retain and a release
+  /// per node created.
   @usableFromInline
-  init(value: T, table: _Table<T>) {
+  init(value: consuming T, table: __shared _Table<T>) {
     self.table = table
     table.lastSequence &+= 1
     sequence = table.lastSequence
