@@ -135,7 +135,7 @@ extension _MapCore {
         "\(name) is held but still in the release buffer")
     }
     check(node.slotsMatchChildren(self), "\(name): a slot differs from its child's value")
-    check(node.mergeableFlagMatchesSchema(self), "\(name): the mergeable flag ≠ its schema")
+    check(node.flagsMatchSchema(self), "\(name): the mergeable or leaf flag ≠ its schema")
     if let problem = node.queryProblem(self) { check(false, "query: \(problem)") }
   }
 

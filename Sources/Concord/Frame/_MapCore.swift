@@ -205,7 +205,7 @@ final class _MapCore: @unchecked Sendable {
       journal.entries.removeAll(keepingCapacity: true)
     }
     if !journal.stashes.isEmpty {
-      for stash in journal.stashes { stash.clear() }
+      for stash in journal.stashes { stash._withUnsafeGuaranteedRef { $0.clear() } }
       journal.stashes.removeAll(keepingCapacity: true)
     }
     #if CONCORD_INTERNAL_CHECKS

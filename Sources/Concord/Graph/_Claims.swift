@@ -111,7 +111,7 @@ struct _Scratch {
   /// Buffers reused from pass to pass, each empty between uses: the nodes a pass wrote, and the
   /// settle's walk (see `_Settle.swift`). Allocating them was a good share of a small
   /// aggregate's write.
-  var seeds: [_AnyNode] = []
+  var seeds: [Unmanaged<_AnyNode>] = []
   var postorder: [Unmanaged<_AnyNode>] = []
   var walk: [(node: Unmanaged<_AnyNode>, nextParent: Int)] = []
 
@@ -129,6 +129,28 @@ struct _Scratch {
   static func giveBack<Element>(_ buffer: inout [Element], to slot: inout [Element]) {
     buffer.removeAll(keepingCapacity: true)
     swap(&buffer, &slot)
+  }
+}
+
+/// The links of one claim, read in place from the pass's `links` buffer.
+///
+/// NB: a slice of the buffer would retain it, an atomic operation per claim applied; the core
+/// is borrowed for each read, which an unowned reference would retain.
+@usableFromInline
+struct _ScratchLinks: RandomAccessCollection {
+  @usableFromInline let core: Unmanaged<_MapCore>
+  @usableFromInline let range: Range<Int>
+
+  @inlinable
+  init(core: _MapCore, range: Range<Int>) {
+    self.core = .passUnretained(core)
+    self.range = range
+  }
+
+  @inlinable var startIndex: Int { range.lowerBound }
+  @inlinable var endIndex: Int { range.upperBound }
+  @inlinable subscript(position: Int) -> _ChildLink {
+    core._withUnsafeGuaranteedRef { $0.scratch.links[position] }
   }
 }
 
@@ -280,6 +302,9 @@ extension _MapCore {
         let start = scratch.links.count
         // NB: borrowed, not retained: the claims keep their nodes for the whole pass.
         Unmanaged.passUnretained(scratch.claims[index].node)._withUnsafeGuaranteedRef { node in
+          // NB: a leaf has nothing to merge before expansion, no children and nothing to
+          // expand, and asking is a virtual call each: its claim keeps its empty range of links.
+          guard !node.s.flags.contains(.leaf) else { return }
           if node.s.flags.contains(.mergeable) { node.mergeClaims(index, self, atExpansion: true) }
           // NB: a value identical to the stored one holds identical nested values, which its
           // children already have; without a call stamp to record on them, they need no claim.
@@ -298,7 +323,7 @@ extension _MapCore {
   }
 
   /// Applies every accepted winning claim, and appends the nodes written to `seeds`.
-  func applyClaims(into seeds: inout [_AnyNode]) {
+  func applyClaims(into seeds: inout [Unmanaged<_AnyNode>]) {
     // NB: an alias is logged as set after the entities it names are logged as stored.
     var alias: (node: _AnyNode, stamp: Stamp?)?
     for index in scratch.claims.indices where isWinner(index) {
@@ -306,7 +331,10 @@ extension _MapCore {
       // claims keep their nodes for the whole pass.
       Unmanaged.passUnretained(scratch.claims[index].node)._withUnsafeGuaranteedRef { node in
         if node.s.flags.contains(.mergeable) { node.mergeClaims(index, self, atExpansion: false) }
-        if scratch.claims[index].verdict == .accepted && node.isIdentical(toClaim: index, self) {
+        // NB: a node the pass created is never identical to its claim; asking is a virtual call.
+        if scratch.claims[index].verdict == .accepted && !node.s.bits.contains(.fresh)
+          && node.isIdentical(toClaim: index, self)
+        {
           scratch.claims[index].verdict = .identical
         }
         let stamp = scratch.claims[index].stamp
@@ -327,7 +355,9 @@ extension _MapCore {
         node.apply(claim: index, self)
         // NB: a node nothing links to (a batch list, a root aggregate) cannot be on a cycle:
         // its new links close none.
-        if relink(node, to: scratch.links[scratch.claims[index].links]) && node.hasParents {
+        if relink(node, to: _ScratchLinks(core: self, range: scratch.claims[index].links))
+          && node.hasParents
+        {
           for link in node.children where link.child === node || link.child.hasChildren {
             scratch.cycleRoots.append(link.child)
           }
@@ -339,7 +369,7 @@ extension _MapCore {
           outbox.logStored(node, stamp: stamp)
         }
         mark(node, .claimed)
-        seeds.append(node)
+        seeds.append(.passUnretained(node))
       }
     }
     if let alias { outbox.logStored(alias.node, stamp: alias.stamp) }

@@ -58,7 +58,7 @@ extension _MapCore {
       mark(parent, .patched)
       seeds.append(parent)
     }
-    settle(from: seeds)
+    settle(from: seeds.map(Unmanaged.passUnretained))
     endPass()
     if layers.isActive { removalPatched(seeds) }
   }

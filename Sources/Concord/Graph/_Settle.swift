@@ -18,8 +18,10 @@ extension _MapCore {
   /// A claimed node is rebuilt from its children. A node on a cycle that a child patched is
   /// rebuilt too (see `_Materialize.swift`); any other patched node was patched in place. Each
   /// written node then patches its own parents.
+  ///
+  /// The seeds are unretained: the pass drops no node (purges wait for the commit).
   @usableFromInline
-  func settle(from seeds: [_AnyNode]) {
+  func settle(from seeds: [Unmanaged<_AnyNode>]) {
     // NB: the walk's buffers are the scratch's, taken out while in use: allocating them was a
     // good share of a small aggregate's write. A nested settle starts from empty ones.
     var postorder = _Scratch.take(&scratch.postorder)
@@ -50,7 +52,7 @@ extension _MapCore {
     // NB: when no parent goes further (a flat fan-out, the common case), patching them was
     // all there was to do.
     if pushPatch(from: node) {
-      settle(from: node.s.extras.unsafelyUnwrapped.parents.map(\.parent))
+      settle(from: node.s.extras.unsafelyUnwrapped.parents.map { .passUnretained($0.parent) })
     }
     endPass()
   }
@@ -94,12 +96,12 @@ extension _MapCore {
   ///
   /// - Complexity: O(ancestors and their links).
   func topologicalOrder(
-    from seeds: [_AnyNode], into postorder: inout [Unmanaged<_AnyNode>],
+    from seeds: [Unmanaged<_AnyNode>], into postorder: inout [Unmanaged<_AnyNode>],
     stack: inout [(node: Unmanaged<_AnyNode>, nextParent: Int)]
   ) {
-    for seed in seeds where !seed.s.bits.contains(.visited) {
-      mark(seed, .visited)
-      stack.append((Unmanaged.passUnretained(seed), 0))
+    for seed in seeds where !seed._withUnsafeGuaranteedRef({ $0.s.bits.contains(.visited) }) {
+      seed._withUnsafeGuaranteedRef { mark($0, .visited) }
+      stack.append((seed, 0))
       while let (node, nextParent) = stack.last {
         let parent = node._withUnsafeGuaranteedRef { node -> Unmanaged<_AnyNode>? in
           // NB: the extras borrowed through optional chaining, not bound and retained.

@@ -17,9 +17,11 @@ extension _MapCore {
       let own = schema.stamp(of: value, call: stamp)
       guard schema.isLeaf else {
         if table.persisted != nil && table.node(value.id) == nil { load(value.id, into: table) }
-        let node = entityNode(for: value, in: table)
-        writeTree(into: node, payload: value, stamp: own, call: stamp)
-        return body(node)
+        // NB: borrowed, not retained: the table holds the node for the whole write.
+        return entityNode(for: value, in: table)._withUnsafeGuaranteedRef { node in
+          writeTree(into: node, payload: value, stamp: own, call: stamp)
+          return body(node)
+        }
       }
       // A value holding no nested entity: one lookup, no claim.
       return table.withNode(for: value) { node, created in
@@ -39,18 +41,21 @@ extension _MapCore {
     }
   }
 
-  /// The node of `value`'s entity, registered fresh if the map has none.
+  /// The node of `value`'s entity, registered fresh if the map has none, unretained: the table
+  /// holds it.
   ///
   /// A fresh node holds nothing yet; unless a parent links it or a handle is made, it is purged
   /// when the write ends. It is marked fresh for the pass about to write it.
   @inlinable
-  func entityNode<T: Identifiable & Sendable>(for value: T, in table: _Table<T>) -> _EntityNode<T> {
+  func entityNode<T: Identifiable & Sendable>(for value: T, in table: _Table<T>) -> Unmanaged<
+    _EntityNode<T>
+  > {
     table.withNode(for: value) { node, created in
       if created {
         didCreate(node, held: false, journaled: true)
         mark(node, .fresh)
       }
-      return node
+      return .passUnretained(node)
     }
   }
 
@@ -125,14 +130,17 @@ extension _MapCore {
   func writeTree<V: Sendable>(
     into root: _Node<V>, payload: V, stamp: Stamp?, call: Stamp?, mergeFromDepth: Int32 = 0
   ) -> Bool {
-    let schema = root.schema(self)
-    if registry.persistedTypes > 0 && scratch.mode == .claiming {
-      loadMissing(in: payload, schema: schema)
+    // NB: the schema and the stash borrowed, not retained: the node's table keeps both.
+    let verdict = root.withSchema(self) { schema in
+      if registry.persistedTypes > 0 && scratch.mode == .claiming {
+        loadMissing(in: payload, schema: schema)
+      }
+      return self.verdict(root, payload, schema, stamp: stamp)
     }
     scratch.stamp = call
     scratch.mergeFromDepth = mergeFromDepth
-    let verdict = verdict(root, payload, schema, stamp: stamp)
-    offer(root, payload: root.stash(self).append(payload, self), verdict: verdict, stamp: stamp)
+    let payloadIndex = root.withStash(self) { $0.append(payload, self) }
+    offer(root, payload: payloadIndex, verdict: verdict, stamp: stamp)
     runPass()
     return verdict == .accepted
   }
@@ -204,7 +212,7 @@ extension _MapCore {
       record(call, on: list)
       outbox.logStored(list, stamp: call)
       // Each entity's claim, in order.
-      var seeds: [_AnyNode] = []
+      var seeds: [Unmanaged<_AnyNode>] = []
       var listDiffers = false
       for (position, unmanaged) in nodes.enumerated() {
         let node = unmanaged.takeUnretainedValue()
@@ -238,7 +246,7 @@ extension _MapCore {
           // NB: its parents other than the list show it from now on.
           if node.s.extras.unsafelyUnwrapped.parents.count > 1 {
             mark(node, .claimed)
-            seeds.append(node)
+            seeds.append(.passUnretained(node))
           }
         }
       }

@@ -65,7 +65,9 @@ struct _JournalEntry {
 struct _Journal {
   @usableFromInline var entries: [_JournalEntry] = []
   /// The stashes holding this write's saved values and payloads, emptied when it ends.
-  @usableFromInline var stashes: [_AnyStash] = []
+  /// NB: unretained: a stash lives in its table, which lives as long as the map, or in a batch
+  /// list node, which a write drops into the graveyard, released after the commit.
+  @usableFromInline var stashes: [Unmanaged<_AnyStash>] = []
   /// The serial numbers of the open transactions, innermost last.
   @usableFromInline var transactions: [Int] = []
   /// The serial number of the last transaction opened.

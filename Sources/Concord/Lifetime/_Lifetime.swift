@@ -13,7 +13,10 @@
 @usableFromInline
 struct _Lifetime {
   /// Nodes that lost their last external hold; see `settleLifetimes`.
-  @usableFromInline var candidates: [_AnyNode] = []
+  /// NB: unretained, as the journal's records are: a node the write drops goes to the outbox's
+  /// graveyard, released only after the lock, and candidates are settled before it is. A
+  /// retain and a release per candidate were a share of every node a write creates.
+  @usableFromInline var candidates: [Unmanaged<_AnyNode>] = []
   /// Work from deinits that ran while this thread was inside a write, done before it ends.
   @usableFromInline var deferred: [_Deferred] = []
   /// How many handles on this map's nodes are alive, and the reference that keeps the map
@@ -112,7 +115,7 @@ extension _MapCore {
   func noteHoldDropped(_ node: _AnyNode) {
     guard node.s.externalHolds == 0, !node.s.flags.contains(.candidate) else { return }
     node.s.flags.insert(.candidate)
-    lifetime.candidates.append(node)
+    lifetime.candidates.append(.passUnretained(node))
   }
 
   /// Runs deferred deinit work and purges what nobody holds (or buffers it, with retention),
@@ -130,18 +133,21 @@ extension _MapCore {
       var index = 0
       // NB: purging appends new candidates to the array being walked.
       while index < lifetime.candidates.count {
-        let node = lifetime.candidates[index]
+        let candidate = lifetime.candidates[index]
         index += 1
-        node.s.flags.remove(.candidate)
-        guard node.s.externalHolds == 0,
-          node.s.flags.isDisjoint(with: [.purged, .buffered])
-        else { continue }
-        if node.s.internalHolds == 0 {
-          if buffers(node) { lifetime.buffer.enter(node) } else { purge(node) }
-        } else if node.cycle != 0 {
-          // NB: only a node that was ever on a cycle by identity can be on one held by
-          // itself alone; see `_Cycles.swift`.
-          maybeCyclic.append(node)
+        // NB: borrowed, not retained; see `_Lifetime.candidates`.
+        candidate._withUnsafeGuaranteedRef { node in
+          node.s.flags.remove(.candidate)
+          guard node.s.externalHolds == 0,
+            node.s.flags.isDisjoint(with: [.purged, .buffered])
+          else { return }
+          if node.s.internalHolds == 0 {
+            if buffers(node) { lifetime.buffer.enter(node) } else { purge(node) }
+          } else if node.cycle != 0 {
+            // NB: only a node that was ever on a cycle by identity can be on one held by
+            // itself alone; see `_Cycles.swift`.
+            maybeCyclic.append(node)
+          }
         }
       }
       lifetime.candidates.removeAll(keepingCapacity: true)

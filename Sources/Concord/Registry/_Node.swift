@@ -32,6 +32,9 @@ struct _NodeFlags: OptionSet, Sendable {
   /// The node's type is ``Mergeable``: its claims merge. NB: a flag, so that a pass asks no
   /// other node's schema, in code that runs unspecialized.
   @inlinable static var mergeable: _NodeFlags { _NodeFlags(rawValue: 1 << 10) }
+  /// The node is an entity whose type holds no nested entity: a pass has nothing to expand in
+  /// its claims. NB: a flag, for the same reason as `mergeable`.
+  @inlinable static var leaf: _NodeFlags { _NodeFlags(rawValue: 1 << 11) }
 }
 
 /// Flags that only mean something during one pass of the graph (one claims-apply-settle run,
@@ -368,7 +371,7 @@ class _AnyNode {
   func slotsMatchChildren(_: _MapCore) -> Bool { fatalError("abstract") }
 
   /// Whether the node's `.mergeable` flag says what its schema says; for `_checkInvariants`.
-  func mergeableFlagMatchesSchema(_: _MapCore) -> Bool { fatalError("abstract") }
+  func flagsMatchSchema(_: _MapCore) -> Bool { fatalError("abstract") }
 
   // MARK: Consumers of the change log (queries, indexes, collectors)
 
@@ -776,8 +779,10 @@ class _Node<Value: Sendable>: _AnyNode {
     _makeDelivery(to: subscriber, version: version)
   }
 
-  final override func mergeableFlagMatchesSchema(_ core: _MapCore) -> Bool {
-    s.flags.contains(.mergeable) == (schema(core).merge != nil)
+  final override func flagsMatchSchema(_ core: _MapCore) -> Bool {
+    let schema = schema(core)
+    return s.flags.contains(.mergeable) == (schema.merge != nil)
+      && (!s.flags.contains(.leaf) || schema.isLeaf)
   }
 
   @usableFromInline

@@ -4,6 +4,9 @@ struct _Registry {
   /// One table per entity type, in creation order, and their types.
   @usableFromInline var tables: [_AnyTable] = []
   @usableFromInline var tableKeys: [ObjectIdentifier] = []
+  /// `tables`, unretained, for lookups. NB: reading a table out of `tables` retained it, and a
+  /// write of aggregates switches tables at nearly every nested entity.
+  @usableFromInline var tableRefs: [Unmanaged<_AnyTable>] = []
   /// The position of each type's table, used once there are more types than a scan suits.
   @usableFromInline var tableIndex: [ObjectIdentifier: Int] = [:]
   /// The last table looked up, by type: most calls in a row are about one type.
@@ -50,18 +53,19 @@ struct _Registry {
 
   @inlinable @inline(never)
   mutating func cacheTable<T: Identifiable & Sendable>(for _: T.Type, key: ObjectIdentifier) {
-    let table: _AnyTable
     // NB: a write of aggregates alternates between a few types; comparing a few keys costs
     // less than hashing one.
     let found =
       tables.count <= Self.scanLimit
       ? tableKeys.firstIndex(of: key) : tableIndex[key]
     if let found {
-      table = tables[found]
+      lastTable = tableRefs[found]
     } else {
-      table = _Table<T>()
+      let table = _Table<T>()
       tables.append(table)
       tableKeys.append(key)
+      tableRefs.append(.passUnretained(table))
+      lastTable = .passUnretained(table)
       if tables.count > Self.scanLimit {
         if tableIndex.isEmpty {
           for (index, key) in tableKeys.enumerated() { tableIndex[key] = index }
@@ -71,7 +75,6 @@ struct _Registry {
       }
     }
     lastKey = key
-    lastTable = Unmanaged.passUnretained(table)
   }
 
   /// Calls `body` with every registered entity node.

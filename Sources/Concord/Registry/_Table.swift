@@ -217,8 +217,12 @@ final class _EntityNode<T: Identifiable & Sendable>: _Node<T> {
     self.table = table
     table.lastSequence &+= 1
     sequence = table.lastSequence
-    super.init(
-      value: value, flags: table.schema.merge == nil ? .registered : [.registered, .mergeable])
+    var flags = _NodeFlags.registered
+    if table.schema.merge != nil { flags.insert(.mergeable) }
+    // NB: the erased accessors: this runs unspecialized, where `isLeaf` would look up the
+    // metadata of an array of accessors of `T` on every node created.
+    if table.schema.erasedAccessors.isEmpty { flags.insert(.leaf) }
+    super.init(value: value, flags: flags)
   }
 
   @usableFromInline
@@ -396,7 +400,7 @@ final class _Stash<Value>: _AnyStash {
   /// that the write empties it when it ends.
   @inlinable
   func append(_ value: Value, _ core: _MapCore) -> Int32 {
-    if values.isEmpty { core.journal.stashes.append(self) }
+    if values.isEmpty { core.journal.stashes.append(.passUnretained(self)) }
     values.append(value)
     return Int32(values.count - 1)
   }
