@@ -91,12 +91,15 @@ struct RelinkingTests {
   func backReferencesBehaveLikeAnArray(seed: UInt64) {
     var random = SeededGenerator(seed: seed)
     let nodes = (0..<4).map { _ in _AnyNode(flags: []) }
-    var parents = _Parents()
+    let child = _AnyNode(flags: [])
     var model: [(node: ObjectIdentifier, slot: Int32)] = []
     func same() -> Bool {
-      parents.count == model.count && parents.isEmpty == model.isEmpty
-        && zip(parents, model).allSatisfy {
-          ObjectIdentifier($0.parent) == $1.node && $0.slot == $1.slot
+      child.parentCount == model.count && child.hasParents == !model.isEmpty
+        && child.parentReferences.count == model.count
+        && model.indices.allSatisfy {
+          ObjectIdentifier(child.parent(at: $0).parent) == model[$0].node
+            && child.parent(at: $0).slot == model[$0].slot
+            && child.parentReferences[$0].slot == model[$0].slot
         }
     }
     for step in 0..<randomSteps(share: 20) {
@@ -104,22 +107,22 @@ struct RelinkingTests {
       let slot = Int32(step)
       switch Int.random(in: 0..<3, using: &random) {
       case 0:
-        parents.append(_ParentRef(parent: node, slot: slot))
+        child.appendParent(_ParentRef(parent: node, slot: slot))
         model.append((ObjectIdentifier(node), slot))
       case 1 where !model.isEmpty:
-        let removed = parents.removeLast()
+        let removed = child.removeLastParent()
         let expected = model.removeLast()
         #expect(ObjectIdentifier(removed.parent) == expected.node && removed.slot == expected.slot)
       case 2 where !model.isEmpty:
         let index = Int.random(in: 0..<model.count, using: &random)
-        parents[index] = _ParentRef(parent: node, slot: slot)
+        child.setParent(_ParentRef(parent: node, slot: slot), at: index)
         model[index] = (ObjectIdentifier(node), slot)
       default:
         continue
       }
       guard same() else {
         Issue.record(
-          "seed \(seed), step \(step): \(parents.count) back-references, \(model.count) in the model"
+          "seed \(seed), step \(step): \(child.parentCount) back-references, \(model.count) in the model"
         )
         return
       }

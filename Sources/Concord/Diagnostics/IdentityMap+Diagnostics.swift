@@ -151,7 +151,7 @@ extension _MapCore {
       let layerCount = shadow?.entries.count ?? 0
       countHandles(on: node, queries: queries, layers: shadow == nil ? 0 : 1)
       var lists: Set<ObjectIdentifier> = []
-      for parent in node.s.extras?.parents ?? [] {
+      for parent in node.parentReferences {
         let holder = parent.parent
         if holder.s.flags.contains(.list) {
           if lists.insert(ObjectIdentifier(holder)).inserted {

@@ -57,7 +57,7 @@ extension _MapCore {
       nodes = touched.filter { !$0.s.flags.contains(.purged) }
       for node in nodes {
         nodes += node.children.map(\.child)
-        nodes += node.s.extras?.parents.map(\.parent) ?? []
+        nodes += node.parentReferences.map(\.parent)
       }
     } else {
       registry.forEachEntityNode { nodes.append($0) }
@@ -80,7 +80,7 @@ extension _MapCore {
       if touched == nil {
         // NB: batch lists and removed nodes still observed are in no table; reach them as
         // parents.
-        nodes += node.s.extras?.parents.map(\.parent) ?? []
+        nodes += node.parentReferences.map(\.parent)
       }
     }
     // NB: at most: a removed entity still observed, with no parent, is in no table.
@@ -97,7 +97,7 @@ extension _MapCore {
     check(!flags.contains(.candidate), "\(name) is still a release candidate")
     check(!flags.contains(.purged), "\(name) was purged but is still reachable")
     let children = node.children
-    let parents = node.s.extras?.parents ?? []
+    let parents = node.parentReferences
     check(Int(node.s.internalHolds) == parents.count, "\(name): internal holds ≠ parent links")
     for (index, reference) in parents.enumerated() {
       let links = reference.parent.children
@@ -107,7 +107,7 @@ extension _MapCore {
         "\(name): back-reference \(index) does not match its parent's link")
     }
     for (slot, link) in children.enumerated() {
-      let back = link.child.s.extras?.parents ?? []
+      let back = link.child.parentReferences
       check(
         Int(link.backIndex) < back.count && back[Int(link.backIndex)].parent === node
           && Int(back[Int(link.backIndex)].slot) == slot,

@@ -26,7 +26,7 @@ extension _MapCore {
     while index < removed.count {
       let node = removed[index]
       index += 1
-      for reference in node.s.extras?.parents ?? [] {
+      for reference in node.parentReferences {
         let parent = reference.parent
         guard !parent.s.bits.contains(.removing) else { continue }
         if parent.requiresChild(atSlot: Int(reference.slot), self) {

@@ -52,7 +52,7 @@ extension _MapCore {
     // NB: when no parent goes further (a flat fan-out, the common case), patching them was
     // all there was to do.
     if pushPatch(from: node) {
-      settle(from: node.s.extras.unsafelyUnwrapped.parents.map { .passUnretained($0.parent) })
+      settle(from: (0..<node.parentCount).map { .passUnretained(node.parent(at: $0).parent) })
     }
     endPass()
   }
@@ -62,26 +62,37 @@ extension _MapCore {
   /// goes further: it has parents of its own, lies on a cycle, or is an alias.
   @discardableResult
   func pushPatch(from node: _AnyNode) -> Bool {
-    guard node.s.extras != nil else { return false }
-    // NB: the extras borrowed, not retained.
+    guard let first = node.s.firstParent else { return false }
+    var goesFurther = patch(parent: first, goesFurther: false)
+    guard node.s.extras != nil else { return goesFurther }
+    // NB: the other parents by index, the extras borrowed: copying the array would retain it.
+    // The count is read each time, though a patch never adds or removes a parent.
     let extras = Unmanaged.passUnretained(node.s.extras.unsafelyUnwrapped)
-    var goesFurther = false
-    // NB: by index, each parent borrowed: copying the array or retaining each parent is an
-    // atomic operation per parent of a fan-out.
     var index = 0
-    while index < extras._withUnsafeGuaranteedRef({ $0.parents.count }) {
-      let reference = extras._withUnsafeGuaranteedRef { $0.parents[index] }
+    while index < extras._withUnsafeGuaranteedRef({ $0.moreParents.count }) {
+      goesFurther = patch(
+        parent: extras._withUnsafeGuaranteedRef { $0.moreParents[index] },
+        goesFurther: goesFurther)
       index += 1
-      Unmanaged.passUnretained(reference.parent)._withUnsafeGuaranteedRef { parent in
-        if !goesFurther { goesFurther = parent.hasParents || parent.cycle != 0 }
-        if parent.s.flags.contains(.alias) { goesFurther = true }
-        guard parent.s.bits.isDisjoint(with: [.settled, .claimed]) else { return }
-        if recordsPatch(of: parent) { touch(parent) }
-        if parent.cycle == 0 { parent.patch(slot: Int(reference.slot), self) }
-        mark(parent, .patched)
-      }
     }
     return goesFurther
+  }
+
+  /// Writes a child's value into the slot `reference` names, as `pushPatch(from:)` says, and
+  /// returns whether a parent goes further: `goesFurther`, if an earlier one did, or this one.
+  @inline(__always)
+  private func patch(parent reference: _ParentRef, goesFurther: Bool) -> Bool {
+    // NB: the parent borrowed: retaining it is an atomic operation per parent of a fan-out.
+    Unmanaged.passUnretained(reference.parent)._withUnsafeGuaranteedRef { parent in
+      let goesFurther =
+        goesFurther || parent.hasParents || parent.cycle != 0
+        || parent.s.flags.contains(.alias)
+      guard parent.s.bits.isDisjoint(with: [.settled, .claimed]) else { return goesFurther }
+      if recordsPatch(of: parent) { touch(parent) }
+      if parent.cycle == 0 { parent.patch(slot: Int(reference.slot), self) }
+      mark(parent, .patched)
+      return goesFurther
+    }
   }
 
   /// Appends to `postorder` the seeds and their ancestors, each once, every node after all of
@@ -104,10 +115,8 @@ extension _MapCore {
       stack.append((seed, 0))
       while let (node, nextParent) = stack.last {
         let parent = node._withUnsafeGuaranteedRef { node -> Unmanaged<_AnyNode>? in
-          // NB: the extras borrowed through optional chaining, not bound and retained.
-          guard nextParent < node.s.extras?.parents.count ?? 0 else { return nil }
-          return Unmanaged.passUnretained(
-            node.s.extras.unsafelyUnwrapped.parents[nextParent].parent)
+          guard nextParent < node.parentCount else { return nil }
+          return Unmanaged.passUnretained(node.parent(at: nextParent).parent)
         }
         guard let parent else {
           stack.removeLast()

@@ -244,7 +244,7 @@ extension _MapCore {
           record(stamp, on: node)
           outbox.logStored(node, stamp: stamp)
           // NB: its parents other than the list show it from now on.
-          if node.s.extras.unsafelyUnwrapped.parents.count > 1 {
+          if node.parentCount > 1 {
             mark(node, .claimed)
             seeds.append(.passUnretained(node))
           }

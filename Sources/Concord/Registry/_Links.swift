@@ -9,18 +9,16 @@ extension _MapCore {
   @usableFromInline
   func link(_ parent: _AnyNode, to child: _AnyNode, accessor: Int32, position: Int32) {
     unbuffer(child)
-    // NB: both extras borrowed, not retained: each retain and release is an atomic operation,
-    // and a page of aggregates links every entity it holds.
-    parent.withExtras { parentExtras in
-      child.withExtras { childExtras in
-        parentExtras.children.append(
-          _ChildLink(
-            child: child, accessor: accessor, position: position,
-            backIndex: Int32(childExtras.parents.count)))
-        childExtras.parents.append(
-          _ParentRef(parent: parent, slot: Int32(parentExtras.children.count - 1)))
-      }
+    // NB: the parent's extras borrowed, not retained: each retain and release is an atomic
+    // operation, and a page of aggregates links every entity it holds. A child's first parent
+    // needs no extras at all.
+    let backIndex = Int32(child.parentCount)
+    let slot = parent.withExtras { parentExtras in
+      parentExtras.children.append(
+        _ChildLink(child: child, accessor: accessor, position: position, backIndex: backIndex))
+      return Int32(parentExtras.children.count - 1)
     }
+    child.appendParent(_ParentRef(parent: parent, slot: slot))
     child.s.internalHolds += 1
   }
 
@@ -36,13 +34,12 @@ extension _MapCore {
       let link = extras.children[slot]
       // NB: borrowed, as in `link(_:to:accessor:position:)`.
       Unmanaged.passUnretained(link.child)._withUnsafeGuaranteedRef { child in
-        let childExtras = Unmanaged.passUnretained(child.s.extras.unsafelyUnwrapped)
-        let moved = childExtras._withUnsafeGuaranteedRef { $0.parents.removeLast() }
-        childExtras._withUnsafeGuaranteedRef { childExtras in
-          guard Int(link.backIndex) < childExtras.parents.count else { return }
-          childExtras.parents[Int(link.backIndex)] = moved
-          moved.parent.s.extras.unsafelyUnwrapped.children[Int(moved.slot)].backIndex =
-            link.backIndex
+        let moved = child.removeLastParent()
+        if Int(link.backIndex) < child.parentCount {
+          child.setParent(moved, at: Int(link.backIndex))
+          Unmanaged.passUnretained(moved.parent)._withUnsafeGuaranteedRef {
+            $0.s.extras.unsafelyUnwrapped.children[Int(moved.slot)].backIndex = link.backIndex
+          }
         }
         child.s.internalHolds -= 1
         noteHoldDropped(child)

@@ -68,8 +68,8 @@ struct _PassBits: OptionSet, Sendable {
 ///
 /// NB: one struct, so that the class needs one `@exclusivity(unchecked)` annotation, not one per
 /// field. The hold counts come first, next to the object header, so that a find on a cold node
-/// touches one cache line. 32 bytes: a node of a 32-byte value, with its header and table
-/// reference, fits a 96-byte allocation.
+/// touches one cache line. 48 bytes, 16 of them the first parent: most nested entities have
+/// one, and keeping it here spares each of them an extras object.
 @usableFromInline
 struct _NodeState {
   /// Holds from outside the graph: each handle, each subscription, the alias anchor.
@@ -88,6 +88,9 @@ struct _NodeState {
   @usableFromInline var stamp: Stamp = .nan
   /// Links, subscribers and the rest, for the nodes that have any.
   @usableFromInline var extras: _NodeExtras?
+  /// The node's first back-reference to a parent; the others are in `extras.moreParents`.
+  /// `nil` only when the node has no parent.
+  @usableFromInline var firstParent: _ParentRef?
 
   @inlinable
   init(flags: _NodeFlags) {
@@ -136,57 +139,12 @@ struct _ParentRef {
   @usableFromInline var slot: Int32
 }
 
-/// A child's back-references, the first one inline.
-///
-/// NB: most nested entities have one parent (a book in one post, a label on one issue); keeping
-/// it inline spares each of them an array, an allocation per nested entity a page creates.
-/// Indices are 0 for `head` and 1... for `tail`; `head` is `nil` only when `tail` is empty.
-@usableFromInline
-struct _Parents: RandomAccessCollection, MutableCollection, ExpressibleByArrayLiteral {
-  @usableFromInline var head: _ParentRef?
-  @usableFromInline var tail: [_ParentRef] = []
-
-  @inlinable init() {}
-
-  @inlinable
-  init(arrayLiteral references: _ParentRef...) {
-    for reference in references { append(reference) }
-  }
-
-  @inlinable var startIndex: Int { 0 }
-  @inlinable var endIndex: Int { head == nil ? 0 : 1 + tail.count }
-  @inlinable var count: Int { endIndex }
-  @inlinable var isEmpty: Bool { head == nil }
-  @inlinable func index(after index: Int) -> Int { index + 1 }
-  @inlinable func index(before index: Int) -> Int { index - 1 }
-
-  @inlinable
-  subscript(position: Int) -> _ParentRef {
-    get { position == 0 ? head.unsafelyUnwrapped : tail[position - 1] }
-    set {
-      if position == 0 { head = newValue } else { tail[position - 1] = newValue }
-    }
-  }
-
-  @inlinable
-  mutating func append(_ reference: _ParentRef) {
-    if head == nil { head = reference } else { tail.append(reference) }
-  }
-
-  /// Removes and returns the last back-reference; there must be one.
-  @inlinable @discardableResult
-  mutating func removeLast() -> _ParentRef {
-    if let last = tail.popLast() { return last }
-    defer { head = nil }
-    return head.unsafelyUnwrapped
-  }
-}
-
 /// The parts of a node that most entities never need, allocated on first use.
 ///
 /// - `children`: links to the entities this node's value holds, in the order of its nested
 ///   entities.
-/// - `parents`: links from the aggregates, batch handles and aliases that hold this node.
+/// - `moreParents`: the back-references to the aggregates, batch handles and aliases that hold
+///   this node, after the first one (`_NodeState.firstParent`).
 /// - `subscribers`: callbacks and streams observing this node; each is a `_Subscriber<Value>`.
 /// - `cycle`: nonzero when the node lies on a cycle by identity: the number of the strongly
 ///   connected part of the graph it belongs to. See `_Materialize.swift`.
@@ -195,12 +153,12 @@ final class _NodeExtras {
   // NB: see `_AnyNode.s` on exclusivity checks.
   #if DEBUG
     @usableFromInline var children: [_ChildLink] = []
-    @usableFromInline var parents = _Parents()
+    @usableFromInline var moreParents: [_ParentRef] = []
     @usableFromInline var subscribers: [_AnySubscriber] = []
     @usableFromInline var cycle: Int = 0
   #else
     @exclusivity(unchecked) @usableFromInline var children: [_ChildLink] = []
-    @exclusivity(unchecked) @usableFromInline var parents = _Parents()
+    @exclusivity(unchecked) @usableFromInline var moreParents: [_ParentRef] = []
     @exclusivity(unchecked) @usableFromInline var subscribers: [_AnySubscriber] = []
     @exclusivity(unchecked) @usableFromInline var cycle: Int = 0
   #endif
@@ -255,7 +213,62 @@ class _AnyNode {
 
   /// Whether the node has parents to propagate to.
   @inlinable
-  final var hasParents: Bool { !(s.extras?.parents.isEmpty ?? true) }
+  final var hasParents: Bool { s.firstParent != nil }
+
+  // MARK: Back-references to parents
+  //
+  // Indices are 0 for `s.firstParent` and 1... for `extras.moreParents`.
+
+  /// How many back-references to parents the node has.
+  @inlinable
+  final var parentCount: Int {
+    s.firstParent == nil ? 0 : 1 + (s.extras?.moreParents.count ?? 0)
+  }
+
+  /// The back-reference at `index`, which must exist.
+  @inlinable
+  final func parent(at index: Int) -> _ParentRef {
+    if index == 0 { return s.firstParent.unsafelyUnwrapped }
+    // NB: the extras borrowed, not retained.
+    return Unmanaged.passUnretained(s.extras.unsafelyUnwrapped)._withUnsafeGuaranteedRef {
+      $0.moreParents[index - 1]
+    }
+  }
+
+  /// Replaces the back-reference at `index`, which must exist.
+  @inlinable
+  final func setParent(_ reference: _ParentRef, at index: Int) {
+    if index == 0 {
+      s.firstParent = reference
+    } else {
+      withExtras { $0.moreParents[index - 1] = reference }
+    }
+  }
+
+  /// Adds a back-reference after the others.
+  @inlinable
+  final func appendParent(_ reference: _ParentRef) {
+    if s.firstParent == nil {
+      s.firstParent = reference
+    } else {
+      withExtras { $0.moreParents.append(reference) }
+    }
+  }
+
+  /// Removes and returns the last back-reference; there must be one.
+  @inlinable @discardableResult
+  final func removeLastParent() -> _ParentRef {
+    if let last = s.extras?.moreParents.popLast() { return last }
+    defer { s.firstParent = nil }
+    return s.firstParent.unsafelyUnwrapped
+  }
+
+  /// Every back-reference, in order: for the paths where an array is simplest.
+  @inlinable
+  final var parentReferences: [_ParentRef] {
+    guard let first = s.firstParent else { return [] }
+    return [first] + (s.extras?.moreParents ?? [])
+  }
 
   /// Whether someone observes this node.
   @inlinable
