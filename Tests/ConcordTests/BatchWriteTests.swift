@@ -1,7 +1,8 @@
-import Concord
 import ConcordTesting
 import TestSupport
 import Testing
+
+@testable import Concord
 
 // A batch of entities that hold no nested entity (`store([Badge])`) is written without the
 // claims pass, as its own loop. The pass still writes the same entities when they come nested
@@ -52,6 +53,8 @@ struct BatchWriteTests {
     let pageLogger = RecordingLogger()
     let batches = IdentityMap(logger: batchLogger)
     let pages = IdentityMap(logger: pageLogger)
+    // NB: the pages through the pass itself, not a shallow write (see `ShallowWriteTests`).
+    pages._core.scratch.allowsShallowWrites = false
     let seenByBatch = Locked<[Int: [Badge?]]>([:])
     let seenByPage = Locked<[Int: [Badge?]]>([:])
     var subscriptions: [Subscription] = []

@@ -44,6 +44,11 @@ enum _VisitMode: UInt8 {
   /// No pass: the walk lists the positions of the persisted entities that are neither in
   /// memory nor in the store, which were removed; see `_MapCore.admitLoaded(_:stamp:in:)`.
   case pruning
+  /// A shallow write's walk: each occurrence resolves to its node, without a claim; see
+  /// `_ShallowWrite.swift`.
+  case shallowWalk
+  /// A shallow write applies each occurrence the walk resolved.
+  case shallowWrite
 }
 
 /// One write's claim on one node: an occurrence of that entity in the written value.
@@ -108,10 +113,15 @@ struct _Scratch {
   var loading: Set<_RowKey> = []
   /// While pruning: the positions found.
   @usableFromInline var pruned: [Int] = []
+  /// The shallow write running now, if any.
+  @usableFromInline var shallow = _ShallowState()
+  /// Whether a store may take a shallow write; the differential tests turn it off, so that the
+  /// pass writes what a shallow write would.
+  @usableFromInline var allowsShallowWrites = true
   /// Buffers reused from pass to pass, each empty between uses: the nodes a pass wrote, and the
   /// settle's walk (see `_Settle.swift`). Allocating them was a good share of a small
   /// aggregate's write.
-  var seeds: [Unmanaged<_AnyNode>] = []
+  @usableFromInline var seeds: [Unmanaged<_AnyNode>] = []
   var postorder: [Unmanaged<_AnyNode>] = []
   var walk: [(node: Unmanaged<_AnyNode>, nextParent: Int)] = []
 
@@ -119,6 +129,7 @@ struct _Scratch {
 
   /// Takes a reused buffer out of its `slot`, leaving an empty one there, so that a nested use
   /// of the same buffer starts afresh instead of clobbering it.
+  @usableFromInline
   static func take<Element>(_ slot: inout [Element]) -> [Element] {
     var buffer: [Element] = []
     swap(&buffer, &slot)
@@ -126,6 +137,7 @@ struct _Scratch {
   }
 
   /// Empties `buffer`, keeping its capacity, and puts it back in its `slot`.
+  @usableFromInline
   static func giveBack<Element>(_ buffer: inout [Element], to slot: inout [Element]) {
     buffer.removeAll(keepingCapacity: true)
     swap(&buffer, &slot)
@@ -280,6 +292,8 @@ extension _MapCore {
         }
       case .pruning:
         if table.persisted != nil && table.node(child.id) == nil { scratch.pruned.append(position) }
+      case .shallowWalk, .shallowWrite:
+        visitShallow(child, position: position, in: table)
       case .claiming:
         visit(child, position: position)
       }

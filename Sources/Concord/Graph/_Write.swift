@@ -19,7 +19,9 @@ extension _MapCore {
         if table.persisted != nil && table.node(value.id) == nil { load(value.id, into: table) }
         // NB: borrowed, not retained: the table holds the node for the whole write.
         return entityNode(for: value, in: table)._withUnsafeGuaranteedRef { node in
-          writeTree(into: node, payload: value, stamp: own, call: stamp)
+          if !writeShallow(into: node, payload: value, stamp: own, call: stamp, schema: schema) {
+            writeTree(into: node, payload: value, stamp: own, call: stamp)
+          }
           return body(node)
         }
       }
@@ -215,36 +217,12 @@ extension _MapCore {
       var seeds: [Unmanaged<_AnyNode>] = []
       var listDiffers = false
       for (position, unmanaged) in nodes.enumerated() {
-        let node = unmanaged.takeUnretainedValue()
-        let incoming = entities[position]
-        var stamp = schema.stamp(of: incoming, call: call)
-        var verdict = verdict(node, incoming, schema, stamp: stamp)
-        var value = incoming
-        let fresh = node.s.bits.contains(.fresh)
-        if verdict == .accepted && !fresh, let merge = schema.merge {
-          value = merge(incoming, node.value)
-          if let merged = stamp, merged.isNaN { stamp = nil }
-          listDiffers = true
-        }
-        if verdict == .accepted && !fresh && schema.isEquatable && _identical(node.value, value) {
-          verdict = .identical
-        }
-        switch verdict {
-        case .stale:
-          outbox.logStale(node, incoming: stamp)
-          listDiffers = true
-        case .unchanged:
-          listDiffers = true
-        case .identical:
-          recordJournaled(stamp, on: node)
-          outbox.logStored(node, stamp: stamp)
-        case .accepted:
-          touch(node)
-          node.value = value
-          record(stamp, on: node)
-          outbox.logStored(node, stamp: stamp)
+        unmanaged._withUnsafeGuaranteedRef { node in
+          let (verdict, rebuildsList) = applyLoneOccurrence(
+            entities[position], to: node, schema: schema, call: call)
+          if rebuildsList { listDiffers = true }
           // NB: its parents other than the list show it from now on.
-          if node.parentCount > 1 {
+          if verdict == .accepted && node.parentCount > 1 {
             mark(node, .claimed)
             seeds.append(.passUnretained(node))
           }

@@ -57,6 +57,9 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
     @usableFromInline var persisted: _Persisted<T>?
     /// The sequence number of the last node created: see `_EntityNode.sequence`.
     @usableFromInline var lastSequence: UInt64 = 0
+    /// Whether a value of `T` was found nesting an entity that nests entities, so that a store
+    /// of `T` goes straight to the claims pass; see `_ShallowWrite.swift`.
+    @usableFromInline var nestsAggregates = false
   #else
     /// The live queries, indexes and collectors of `T`; `nil` while there are none.
     @exclusivity(unchecked) @usableFromInline var consumers: _Consumers<T>?
@@ -64,6 +67,9 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
     @exclusivity(unchecked) @usableFromInline var persisted: _Persisted<T>?
     /// The sequence number of the last node created: see `_EntityNode.sequence`.
     @exclusivity(unchecked) @usableFromInline var lastSequence: UInt64 = 0
+    /// Whether a value of `T` was found nesting an entity that nests entities, so that a store
+    /// of `T` goes straight to the claims pass; see `_ShallowWrite.swift`.
+    @exclusivity(unchecked) @usableFromInline var nestsAggregates = false
   #endif
 
   @inlinable

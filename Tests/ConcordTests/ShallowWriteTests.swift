@@ -1,0 +1,342 @@
+import ConcordTesting
+import TestSupport
+import Testing
+
+@testable import Concord
+
+// An aggregate whose nested entities are all leaves, each met once (an issue with its user, its
+// assignee, its labels and its milestone), is stored without the claims pass: a shallow write
+// (`_ShallowWrite.swift`). It must do exactly what the pass does. This seeded differential test
+// runs the same random steps on two maps, one of which never takes a shallow write, on a REST
+// shape as servers send it: user stubs merged into full users, per-entity stamps (newer, older,
+// equal, NaN, missing), call stamps, repeated entities, aggregates of aggregates, updates,
+// removals, transactions that throw, subscriptions and handles. After every step it compares
+// everything a user can see: every entity's value, every held handle, every event logged, and
+// every value each subscriber was told.
+
+/// A user as an issue nests it: a stub with `name` missing, merged into the full user.
+struct TrackerUser: Identifiable, Stamped, Mergeable, Equatable {
+  var id: Int
+  var login: String
+  var name: String?
+  var updatedAt: Double?
+
+  /// NB: a negative `updatedAt` stands for a NaN stamp, so that values stay `==` to themselves.
+  var stamp: Stamp? { updatedAt.map { $0 < 0 ? .nan : $0 } }
+
+  static func merge(_ incoming: TrackerUser, into stored: TrackerUser) -> TrackerUser {
+    incoming.keepingStoredValues(of: stored, whereNil: \.name, \.updatedAt)
+  }
+}
+
+/// A label: no stamp of its own, so the call's stamp decides.
+struct TrackerLabel: Identifiable, Equatable {
+  var id: Int
+  var name: String
+  var color: String
+}
+
+/// A milestone, stamped.
+struct TrackerMilestone: Identifiable, Stamped, Equatable {
+  var id: Int
+  var title: String
+  var updatedAt: Double?
+
+  var stamp: Stamp? { updatedAt.map { $0 < 0 ? .nan : $0 } }
+}
+
+/// An issue as a REST endpoint returns it.
+struct TrackerIssue: Aggregate, Stamped, Equatable {
+  var id: Int
+  var title: String
+  var user: TrackerUser
+  var assignee: TrackerUser?
+  var labels: [TrackerLabel]
+  var milestone: TrackerMilestone?
+  var updatedAt: Double?
+
+  var stamp: Stamp? { updatedAt.map { $0 < 0 ? .nan : $0 } }
+
+  static var nestedEntities: [NestedEntity<TrackerIssue>] {
+    [.init(\.user), .init(\.assignee), .init(\.labels), .init(\.milestone)]
+  }
+}
+
+/// A board of issues: it nests aggregates, so its stores take the pass in both maps.
+struct TrackerBoard: Aggregate, Equatable {
+  var id: Int
+  var issues: [TrackerIssue]
+  static var nestedEntities: [NestedEntity<TrackerBoard>] { [.init(\.issues)] }
+}
+
+private struct Rollback: Error {}
+
+@Suite("Shallow writes: an aggregate of leaves written without the pass, as the pass writes it")
+struct ShallowWriteTests {
+  /// A map whose stores never take a shallow write.
+  static func passOnlyMap(logger: RecordingLogger?) -> IdentityMap {
+    let map = logger.map { IdentityMap(logger: $0) } ?? IdentityMap()
+    map._core.scratch.allowsShallowWrites = false
+    return map
+  }
+
+  @Test(
+    "Random steps on a REST shape: a map with shallow writes agrees with one without",
+    arguments: [(1, true), (2, true), (3, false), (4, false)] as [(UInt64, Bool)])
+  func shallowWritesAgreeWithThePass(seed: UInt64, logging: Bool) {
+    var generator = SeededGenerator(seed: seed &* 0x9E37_79B9)
+    let loggers = logging ? (RecordingLogger(), RecordingLogger()) : nil
+    let shallow = loggers.map { IdentityMap(logger: $0.0) } ?? IdentityMap()
+    let pass = Self.passOnlyMap(logger: loggers?.1)
+    let seenShallow = Locked<[String: [String]]>([:])
+    let seenPass = Locked<[String: [String]]>([:])
+    var subscriptions: [Subscription] = []
+    var heldIssues: [(EntityObserver<TrackerIssue>, EntityObserver<TrackerIssue>)] = []
+    var heldBoards: [(EntityObserver<TrackerBoard>, EntityObserver<TrackerBoard>)] = []
+    var clock = 100.0
+
+    func stamp() -> Double? {
+      switch Int.random(in: 0..<6, using: &generator) {
+      case 0: nil
+      case 1: -1
+      case 2: clock - Double(Int.random(in: 0...30, using: &generator))
+      case 3: clock
+      default: clock + 1
+      }
+    }
+    func user(_ step: Int) -> TrackerUser {
+      let id = Int.random(in: 0..<6, using: &generator)
+      return TrackerUser(
+        id: id, login: "user\(id)",
+        name: Bool.random(using: &generator) ? "User \(id) at \(step)" : nil, updatedAt: stamp())
+    }
+    func issue(_ step: Int) -> TrackerIssue {
+      let author = user(step)
+      // Mostly distinct nested entities, a shallow write; sometimes the author assigned to
+      // themselves, or a label twice, which take the pass.
+      let assignee: TrackerUser? =
+        switch Int.random(in: 0..<5, using: &generator) {
+        case 0: nil
+        case 1: author
+        default: user(step)
+        }
+      var labels = (0..<Int.random(in: 0...3, using: &generator)).map { _ in
+        let id = Int.random(in: 0..<8, using: &generator)
+        return TrackerLabel(id: id, name: "label\(id)", color: "c\(step % 3)")
+      }
+      if Int.random(in: 0..<4, using: &generator) != 0 {
+        var seen = Set<Int>()
+        labels = labels.filter { seen.insert($0.id).inserted }
+      }
+      let milestone =
+        Bool.random(using: &generator)
+        ? TrackerMilestone(
+          id: Int.random(in: 0..<3, using: &generator), title: "m\(step % 5)", updatedAt: stamp())
+        : nil
+      return TrackerIssue(
+        id: Int.random(in: 0..<10, using: &generator), title: "issue at \(step % 7)",
+        user: author, assignee: assignee, labels: labels, milestone: milestone,
+        updatedAt: stamp())
+    }
+    func observe<T: Identifiable & Sendable>(
+      _ type: T.Type, _ id: T.ID, _ name: String
+    ) {
+      guard let a = shallow.find(T.self, id: id), let b = pass.find(T.self, id: id) else { return }
+      let seenA = seenShallow
+      let seenB = seenPass
+      subscriptions.append(
+        a.observe { value in seenA.withValue { $0[name, default: []].append("\(value)") } })
+      subscriptions.append(
+        b.observe { value in seenB.withValue { $0[name, default: []].append("\(value)") } })
+    }
+
+    let steps = max(300, randomSteps(share: 40))
+    for step in 0..<steps {
+      clock += 1
+      let call: Stamp? = Int.random(in: 0..<3, using: &generator) == 0 ? clock : nil
+      switch Int.random(in: 0..<100, using: &generator) {
+      case 0..<45:
+        let value = issue(step)
+        let handles = (shallow.store(value, modifiedAt: call), pass.store(value, modifiedAt: call))
+        if Bool.random(using: &generator) { heldIssues.append(handles) }
+        if heldIssues.count > 8 { heldIssues.removeFirst() }
+      case 45..<52:
+        let value = user(step)
+        shallow.store(value, modifiedAt: call)
+        pass.store(value, modifiedAt: call)
+      case 52..<58:
+        let id = Int.random(in: 0..<6, using: &generator)
+        let name = "renamed at \(step)"
+        shallow.update(TrackerUser.self, id: id) { $0.name = name }
+        pass.update(TrackerUser.self, id: id) { $0.name = name }
+      case 58..<63:
+        let id = Int.random(in: 0..<10, using: &generator)
+        let label = TrackerLabel(id: step % 8, name: "relabelled", color: "x")
+        shallow.update(TrackerIssue.self, id: id) { $0.labels.append(label) }
+        pass.update(TrackerIssue.self, id: id) { $0.labels.append(label) }
+      case 63..<68:
+        let board = TrackerBoard(
+          id: Int.random(in: 0..<3, using: &generator),
+          issues: (0..<Int.random(in: 0...3, using: &generator)).map { _ in issue(step) })
+        heldBoards.append(
+          (shallow.store(board, modifiedAt: call), pass.store(board, modifiedAt: call)))
+        if heldBoards.count > 3 { heldBoards.removeFirst() }
+      case 68..<76:
+        switch Int.random(in: 0..<4, using: &generator) {
+        case 0: observe(TrackerIssue.self, Int.random(in: 0..<10, using: &generator), "issue")
+        case 1: observe(TrackerUser.self, Int.random(in: 0..<6, using: &generator), "user")
+        case 2: observe(TrackerLabel.self, Int.random(in: 0..<8, using: &generator), "label")
+        default: observe(TrackerMilestone.self, Int.random(in: 0..<3, using: &generator), "ms")
+        }
+      case 76..<82:
+        switch Int.random(in: 0..<3, using: &generator) {
+        case 0:
+          let id = Int.random(in: 0..<8, using: &generator)
+          shallow.remove(TrackerLabel.self, id: id)
+          pass.remove(TrackerLabel.self, id: id)
+        case 1:
+          let id = Int.random(in: 0..<3, using: &generator)
+          shallow.remove(TrackerMilestone.self, id: id)
+          pass.remove(TrackerMilestone.self, id: id)
+        default:
+          let id = Int.random(in: 0..<6, using: &generator)
+          shallow.remove(TrackerUser.self, id: id)
+          pass.remove(TrackerUser.self, id: id)
+        }
+      case 82..<88:
+        if !heldIssues.isEmpty {
+          heldIssues.remove(at: Int.random(in: 0..<heldIssues.count, using: &generator))
+        }
+        if Int.random(in: 0..<3, using: &generator) == 0 { subscriptions.removeAll() }
+      default:
+        // Issues stored in a transaction that commits or throws.
+        let values = (0..<Int.random(in: 1...3, using: &generator)).map { _ in issue(step) }
+        let throwing = Bool.random(using: &generator)
+        for map in [shallow, pass] {
+          try? map.transaction { _ in
+            for value in values { map.store(value, modifiedAt: call) }
+            if throwing { throw Rollback() }
+          }
+        }
+      }
+      let context = "seed \(seed), step \(step)"
+      #expect(shallow.count == pass.count, "\(context): count")
+      for id in 0..<10 {
+        #expect(
+          same(
+            shallow.find(TrackerIssue.self, id: id)?.value,
+            pass.find(TrackerIssue.self, id: id)?.value), "\(context): issue \(id)")
+      }
+      for id in 0..<8 {
+        #expect(
+          same(
+            shallow.find(TrackerLabel.self, id: id)?.value,
+            pass.find(TrackerLabel.self, id: id)?.value), "\(context): label \(id)")
+      }
+      for id in 0..<6 {
+        #expect(
+          same(
+            shallow.find(TrackerUser.self, id: id)?.value,
+            pass.find(TrackerUser.self, id: id)?.value), "\(context): user \(id)")
+      }
+      for id in 0..<3 {
+        #expect(
+          same(
+            shallow.find(TrackerMilestone.self, id: id)?.value,
+            pass.find(TrackerMilestone.self, id: id)?.value), "\(context): milestone \(id)")
+      }
+      for (a, b) in heldIssues {
+        #expect(same(a.value, b.value) && a.isRemoved == b.isRemoved, "\(context): held issue")
+      }
+      for (a, b) in heldBoards {
+        #expect(same(a.value, b.value), "\(context): held board")
+      }
+      if let (a, b) = loggers {
+        #expect(same(a.events, b.events), "\(context): events")
+        a.clear()
+        b.clear()
+      }
+      #expect(
+        same(
+          seenShallow.value.sorted { $0.key < $1.key }, seenPass.value.sorted { $0.key < $1.key }),
+        "\(context): what subscribers were told")
+      seenShallow.withValue { $0.removeAll() }
+      seenPass.withValue { $0.removeAll() }
+    }
+  }
+
+  /// Whether `a` and `b` print the same: an event holding a NaN stamp is not `==` to itself.
+  func same<V>(_ a: V, _ b: V) -> Bool { String(describing: a) == String(describing: b) }
+
+  @Test("A nested entity refused by its stamp keeps its value, and the aggregate shows it")
+  func aRefusedEntityIsShownAsStored() {
+    let map = IdentityMap()
+    let user = map.store(TrackerUser(id: 1, login: "ursula", name: "Ursula", updatedAt: 20))
+    let stale = TrackerUser(id: 1, login: "old", name: nil, updatedAt: 10)
+    let issue = map.store(
+      TrackerIssue(id: 1, title: "t", user: stale, labels: [], updatedAt: 30))
+    #expect(user.value.login == "ursula")
+    #expect(issue.value.user == user.value)
+  }
+
+  @Test("A stale aggregate still writes its newer nested entities, which it then shows")
+  func aStaleAggregateStillWritesItsEntities() {
+    let map = IdentityMap()
+    let label = TrackerLabel(id: 1, name: "bug", color: "red")
+    let issue = map.store(
+      TrackerIssue(id: 1, title: "new", user: .init(id: 1, login: "a"), labels: [label]),
+      modifiedAt: 20)
+    let older = TrackerIssue(
+      id: 1, title: "old", user: .init(id: 1, login: "a"),
+      labels: [TrackerLabel(id: 1, name: "defect", color: "red")], updatedAt: 10)
+    let seen = Locked<[String]>([])
+    let subscription = issue.observe { seen.append($0.labels[0].name) }
+    map.store(older)
+    #expect(issue.value.title == "new")
+    #expect(issue.value.labels == [TrackerLabel(id: 1, name: "defect", color: "red")])
+    #expect(seen.value == ["defect"])
+    withExtendedLifetime(subscription) {}
+  }
+
+  @Test("A stub merges into the stored user, and every issue holding the user shows the merge")
+  func aStubMergesAndPropagates() {
+    let map = IdentityMap()
+    let first = map.store(
+      TrackerIssue(id: 1, title: "a", user: .init(id: 7, login: "u", name: "Ursula"), labels: []))
+    let second = map.store(
+      TrackerIssue(id: 2, title: "b", user: .init(id: 7, login: "u2", name: nil), labels: []))
+    #expect(second.value.user == TrackerUser(id: 7, login: "u2", name: "Ursula"))
+    #expect(first.value.user == second.value.user)
+  }
+
+  @Test("An aggregate stored again unchanged tells nobody, and its entities are not rewritten")
+  func anUnchangedAggregateTellsNobody() {
+    let map = IdentityMap()
+    let value = TrackerIssue(
+      id: 1, title: "a", user: .init(id: 1, login: "u"),
+      labels: [.init(id: 1, name: "bug", color: "red")], milestone: .init(id: 1, title: "v1"))
+    let issue = map.store(value)
+    let told = Locked(0)
+    let subscriptions = [
+      issue.observe { _ in told.increment() },
+      map.find(TrackerLabel.self, id: 1)!.observe { _ in told.increment() },
+    ]
+    map.store(value)
+    #expect(told.value == 0)
+    #expect(issue.value == value)
+    withExtendedLifetime(subscriptions) {}
+  }
+
+  @Test("An aggregate nesting an aggregate is remembered, and its stores go to the pass")
+  func anAggregateOfAggregatesTakesThePass() {
+    let map = IdentityMap()
+    let issue = TrackerIssue(id: 1, title: "a", user: .init(id: 1, login: "u"), labels: [])
+    let board = map.store(TrackerBoard(id: 1, issues: [issue, issue]))
+    #expect(board.value.issues == [issue, issue])
+    let nests = map._core.read {
+      map._core.withTable(TrackerBoard.self) { $0.nestsAggregates }
+    }
+    #expect(nests)
+    #expect(map.find(TrackerIssue.self, id: 1)?.value == issue)
+  }
+}
