@@ -369,9 +369,7 @@ extension _MapCore {
         node.apply(claim: index, self)
         // NB: a node nothing links to (a batch list, a root aggregate) cannot be on a cycle:
         // its new links close none.
-        if relink(node, to: _ScratchLinks(core: self, range: scratch.claims[index].links))
-          && node.hasParents
-        {
+        if relink(node, toScratchLinks: scratch.claims[index].links) && node.hasParents {
           for link in node.children where link.child === node || link.child.hasChildren {
             scratch.cycleRoots.append(link.child)
           }

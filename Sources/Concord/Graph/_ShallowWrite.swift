@@ -112,7 +112,7 @@ extension _MapCore {
       // NB: a root the write created holds the payload already.
       if !fresh { root.value = payload }
       // NB: the links name leaves only, which close no cycle.
-      relink(root, to: _ScratchLinks(core: self, range: 0..<scratch.links.count))
+      relink(root, toScratchLinks: 0..<scratch.links.count)
       record(stamp, on: root)
       outbox.logStored(root, stamp: stamp)
       mark(root, .claimed)

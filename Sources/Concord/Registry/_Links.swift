@@ -49,6 +49,15 @@ extension _MapCore {
     extras.children.removeAll()
   }
 
+  /// Replaces the links of `parent` with the pass's links in `range`; see `relink(_:to:)`.
+  ///
+  /// NB: not generic, so that inlinable callers in other modules reach the copy of `relink`
+  /// specialized here: unspecialized, it walked the links through protocol witnesses.
+  @usableFromInline @discardableResult
+  func relink(_ parent: _AnyNode, toScratchLinks range: Range<Int>) -> Bool {
+    relink(parent, to: _ScratchLinks(core: self, range: range))
+  }
+
   /// Replaces the links of `parent` with `links` (whose `backIndex` is ignored). The caller has
   /// recorded the parent in the journal. Returns whether anything changed.
   ///
