@@ -244,29 +244,34 @@ extension _MapCore {
   ) -> Bool {
     withTable(T.self) { table in
       if table.persisted != nil && table.node(id) == nil { load(id, into: table) }
-      guard let node = table.node(id) else { return false }
-      let schema = table.schema
-      // NB: a ``Stamped`` value's stamp is only known from the body's result; otherwise a stale
-      // call stamp is refused before the body runs. An equal one may still be a quiet no-op,
-      // which only the result can tell.
-      guard schema.stamp != nil || node.admits(stamp) || stamp == node.s.stamp else {
-        outbox.logStale(node, incoming: stamp)
+      // NB: the node borrowed, not retained, for the whole update: a write that takes it out
+      // of its table, even one the body makes, leaves it in the graveyard until the lock is
+      // released.
+      guard let found = table.slots[id] else { return false }
+      return found._withUnsafeGuaranteedRef { node in
+        let schema = table.schema
+        // NB: a ``Stamped`` value's stamp is only known from the body's result; otherwise a
+        // stale call stamp is refused before the body runs. An equal one may still be a quiet
+        // no-op, which only the result can tell.
+        guard schema.stamp != nil || node.admits(stamp) || stamp == node.s.stamp else {
+          outbox.logStale(node, incoming: stamp)
+          return true
+        }
+        var value = node.value
+        runUserCode { body(&value) }
+        // NB: the body may have removed the entity through a nested write; the node is still
+        // there to ask (see above).
+        guard !node.s.flags.contains(.removed) else { return false }
+        let effective = updateStamp(of: value, from: node.value, schema: schema, call: stamp)
+        if value.id != id {
+          store(value, stamp: stamp, held: false) { _ in }
+        } else if schema.isLeaf {
+          writeLeaf(node, value, stamp: effective, schema: schema, merging: false)
+        } else {
+          writeTree(into: node, payload: value, stamp: effective, call: stamp, mergeFromDepth: 1)
+        }
         return true
       }
-      var value = node.value
-      runUserCode { body(&value) }
-      // NB: the body may have removed the entity through a nested write; `node` is a strong
-      // reference, so it stays valid to ask.
-      guard !node.s.flags.contains(.removed) else { return false }
-      let effective = updateStamp(of: value, from: node.value, schema: schema, call: stamp)
-      if value.id != id {
-        store(value, stamp: stamp, held: false) { _ in }
-      } else if schema.isLeaf {
-        writeLeaf(node, value, stamp: effective, schema: schema, merging: false)
-      } else {
-        writeTree(into: node, payload: value, stamp: effective, call: stamp, mergeFromDepth: 1)
-      }
-      return true
     }
   }
 
