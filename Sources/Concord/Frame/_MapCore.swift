@@ -21,9 +21,10 @@ final class _MapCore: @unchecked Sendable {
   // NB: @unchecked because every mutable part, and every node reachable from here, is only
   // touched while holding `lock`; subscribers' delivery state is guarded by `deliveryLock`.
 
-  /// Guards all the map's state. Recursive, so that a write made from inside an `update` body
-  /// or a transaction body joins the enclosing write instead of deadlocking.
-  @usableFromInline let lock = Lock(recursive: true)
+  /// Guards all the map's state. Exclusive for writes, and re-entrant then, so that a write
+  /// made from inside an `update` body or a transaction body joins the enclosing write instead
+  /// of deadlocking.
+  @usableFromInline let lock = ReadWriteLock()
   /// Guards subscribers' delivery state. Never held while calling out, never held while taking
   /// `lock`.
   let deliveryLock = Lock()
