@@ -19,7 +19,8 @@
 @usableFromInline
 final class _MapCore: @unchecked Sendable {
   // NB: @unchecked because every mutable part, and every node reachable from here, is only
-  // touched while holding `lock`; subscribers' delivery state is guarded by `deliveryLock`.
+  // touched while holding `lock`, except the atomics: nodes' external hold counts and
+  // `handleStripes`. Subscribers' delivery state is guarded by `deliveryLock`.
 
   /// Guards all the map's state. Exclusive for writes, and re-entrant then, so that a write
   /// made from inside an `update` body or a transaction body joins the enclosing write instead
@@ -49,6 +50,10 @@ final class _MapCore: @unchecked Sendable {
     @exclusivity(unchecked) @usableFromInline var outbox: _Outbox
     @exclusivity(unchecked) @usableFromInline var layers = _Layers()
   #endif
+
+  /// The handles made under the shared lock, less every handle released; see
+  /// `_Lifetime.handles`.
+  @usableFromInline let handleStripes = _StripedCounter()
 
   /// Told of every change, after the lock is released; see `_Outbox.events`.
   /// NB: a constant of the core, not a copy per write: copying an optional existential was a

@@ -8,8 +8,11 @@ import _ConcordAtomics
 /// changes it, without the locked instruction an atomic add is. The threads after them share
 /// the last stripe, and add atomically.
 ///
-/// NB: the map's lock counts its readers with one (``ReadWriteLock``): one counter all readers
-/// changed would move its cache line from core to core on every read.
+/// NB: the map counts its handles with one (`IdentityMap.statistics`), and its lock counts its
+/// readers with one (``ReadWriteLock``). Readers make and drop a handle on every `find`: one
+/// counter they all changed would move its cache line from core to core each time, the very
+/// cost sharing the lock saves. A stripe may go below zero (a handle made on one thread and
+/// dropped on another); only the sum means anything.
 @usableFromInline
 final class _StripedCounter {
   /// The number of stripes.
@@ -49,4 +52,23 @@ final class _StripedCounter {
     (base + index &* Self.stride).assumingMemoryBound(to: Int.self)
   }
 
+  /// Adds `delta` to the calling thread's stripe, ordering nothing else.
+  @inlinable
+  func add(_ delta: Int) {
+    let (counter, isOwn) = stripe(of: _concord_thread_index())
+    if isOwn {
+      _concord_store_relaxed_word(counter, _concord_load_relaxed_word(counter) &+ delta)
+    } else {
+      _concord_add_relaxed_word(counter, delta)
+    }
+  }
+
+  /// The sum of the stripes: exact when no thread changes them meanwhile.
+  ///
+  /// - Complexity: O(stripes).
+  var sum: Int {
+    var sum = 0
+    for index in 0..<Self.stripes { sum &+= _concord_load_relaxed_word(stripe(at: index)) }
+    return sum
+  }
 }

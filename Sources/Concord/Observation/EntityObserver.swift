@@ -203,10 +203,11 @@ extension EntityObserver where Value: Identifiable {
 /// on the node; its deinit gives the hold back.
 @usableFromInline
 final class _Handle<Value: Sendable>: Sendable {
-  /// NB: unmanaged: the map keeps itself alive while any handle lives; see
-  /// `_Lifetime.liveHandles`.
+  /// NB: unmanaged: the map keeps itself alive while the handle's node is pinned, which its
+  /// hold makes it; see `_MapCore.pin()`.
   @usableFromInline let _core: Unmanaged<_MapCore>
-  /// NB: nonisolated(unsafe): the node is only touched while holding the map's lock. And
+  /// NB: nonisolated(unsafe): the node is only touched while holding the map's lock, but for
+  /// its external hold count, which is atomic (see `_AnyNode+Holds.swift`). And
   /// unmanaged: while a handle lives, the map holds its node (in a table, or adopted). Both are
   /// borrowed, never retained, on `find` and on release.
   @usableFromInline nonisolated(unsafe) let _node: Unmanaged<_Node<Value>>

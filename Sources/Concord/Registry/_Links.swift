@@ -21,7 +21,7 @@ extension _MapCore {
           _ParentRef(parent: parent, slot: Int32(parentExtras.children.count - 1)))
       }
     }
-    child.s.internalHolds += 1
+    child.internalHolds += 1
   }
 
   /// Drops every link from `parent` to its children; each child loses an internal hold.
@@ -44,7 +44,7 @@ extension _MapCore {
           moved.parent.s.extras.unsafelyUnwrapped.children[Int(moved.slot)].backIndex =
             link.backIndex
         }
-        child.s.internalHolds -= 1
+        child.internalHolds -= 1
         noteHoldDropped(child)
       }
       slot += 1

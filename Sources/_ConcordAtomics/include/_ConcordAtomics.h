@@ -13,6 +13,56 @@
 
 #include <stdint.h>
 
+// MARK: 32-bit counters
+
+/// Reads `*address`, ordering nothing else.
+static inline int32_t _concord_load_relaxed_i32(const int32_t *address) {
+  return __atomic_load_n(address, __ATOMIC_RELAXED);
+}
+
+/// Reads `*address`; what the thread that wrote the value did before is visible afterwards.
+static inline int32_t _concord_load_acquire_i32(const int32_t *address) {
+  return __atomic_load_n(address, __ATOMIC_ACQUIRE);
+}
+
+/// Writes `value` to `*address`, ordering nothing else.
+static inline void _concord_store_relaxed_i32(int32_t *address, int32_t value) {
+  __atomic_store_n(address, value, __ATOMIC_RELAXED);
+}
+
+/// Adds `delta` to `*address` and returns the value before, ordering nothing else.
+static inline int32_t _concord_fetch_add_relaxed_i32(int32_t *address, int32_t delta) {
+  return __atomic_fetch_add(address, delta, __ATOMIC_RELAXED);
+}
+
+/// Subtracts `delta` from `*address` and returns the value before, as a reference count's
+/// release does: what this thread did before happens before whatever a thread that later reads
+/// the result with acquire order does, and this thread sees what the writers of the value
+/// before did.
+static inline int32_t _concord_fetch_sub_acq_rel_i32(int32_t *address, int32_t delta) {
+  return __atomic_fetch_sub(address, delta, __ATOMIC_ACQ_REL);
+}
+
+/// Replaces `*address` with `desired` if it holds `expected`, ordering nothing else. Returns
+/// the value found: `expected` when the exchange happened. NB: a strong exchange, so that the
+/// value returned tells whether it happened.
+static inline int32_t _concord_compare_exchange_relaxed_i32(
+    int32_t *address, int32_t expected, int32_t desired) {
+  __atomic_compare_exchange_n(
+      address, &expected, desired, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+  return expected;
+}
+
+/// Replaces `*address` with `desired` if it holds `expected`, with release order when it does:
+/// what this thread did before happens before whatever a thread that later reads the value
+/// with acquire order does. Returns the value found: `expected` when the exchange happened.
+static inline int32_t _concord_compare_exchange_release_i32(
+    int32_t *address, int32_t expected, int32_t desired) {
+  __atomic_compare_exchange_n(
+      address, &expected, desired, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+  return expected;
+}
+
 // MARK: Word-sized values
 
 /// Reads `*address`, ordering nothing else.
@@ -40,6 +90,11 @@ static inline void _concord_store_release_word(intptr_t *address, intptr_t value
 /// operation.
 static inline void _concord_store_seq_cst_word(intptr_t *address, intptr_t value) {
   __atomic_store_n(address, value, __ATOMIC_SEQ_CST);
+}
+
+/// Adds `delta` to `*address`, ordering nothing else.
+static inline void _concord_add_relaxed_word(intptr_t *address, intptr_t delta) {
+  __atomic_fetch_add(address, delta, __ATOMIC_RELAXED);
 }
 
 /// Adds `delta` to `*address` with release order: what this thread did before happens before
