@@ -45,6 +45,17 @@ struct _Lifetime {
   var hasWork: Bool { mutating get { !candidates.isEmpty || !deferred.isEmpty } }
 }
 
+/// What `_MapCore.holdForHandleShared(_:id:)` found.
+@usableFromInline
+enum _SharedHold<Value: Sendable> {
+  /// A new handle's hold on the entity, taken.
+  case held(Unmanaged<_Node<Value>>)
+  /// The map has no such entity in memory.
+  case absent
+  /// It takes the exclusive lock to say.
+  case exclusive
+}
+
 /// A deinit's work, deferred because it ran while this thread was inside a write.
 @usableFromInline
 enum _Deferred {
@@ -75,6 +86,31 @@ extension _MapCore {
     takeExternalHold(on: node)
     lifetime.handles += 1
     return .passUnretained(node)
+  }
+
+  /// A new handle's hold on the entity `id` of `T`, taken under the lock shared with other
+  /// readers, if that can be done by only reading.
+  ///
+  /// It cannot when the calling thread is inside one of this map's frames, nor when nothing
+  /// outside the graph holds the entity: held only by parents, or by the release buffer, its
+  /// first hold changes what the next write settles (see `_AnyNode+Holds.swift`). The caller
+  /// then takes the exclusive path, `holdForHandle(_:)` under `read(_:)`, which stays as it was.
+  ///
+  /// - Complexity: O(1).
+  @inlinable
+  func holdForHandleShared<T: Identifiable & Sendable>(_: T.Type, id: T.ID) -> _SharedHold<T> {
+    let hold = readShared { () -> _SharedHold<T> in
+      // NB: no table yet means no entity: making one is for the first write of `T`.
+      guard let table = existingTable(for: T.self) else { return .absent }
+      return table._withUnsafeGuaranteedRef { table in
+        unsafeDowncast(table, to: _Table<T>.self).withNode(id) { node in
+          node.addExternalHoldIfHeld() ? .held(.passUnretained(node)) : .exclusive
+        } ?? .absent
+      }
+    }
+    guard let hold else { return .exclusive }
+    if case .held = hold { handleStripes.add(1) }
+    return hold
   }
 
   /// Called by a handle's deinit: the handle's hold on `node` is gone.
