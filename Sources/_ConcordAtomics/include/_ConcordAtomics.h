@@ -137,8 +137,9 @@ extern _Thread_local intptr_t _concord_thread_number;
 /// Gives the calling thread its number; see `_concord_thread_index`.
 intptr_t _concord_number_thread(void);
 
-/// A number of the calling thread, the same on every call, given out in the order threads
-/// first ask: 0, 1, 2… No two threads of the process ever get the same one.
+/// A number of the calling thread, the same on every call while it runs: 0, 1, 2… No two
+/// threads alive at once have the same one; a number below 64 goes to another thread once its
+/// own exits, so that the threads alive keep the small numbers.
 static inline intptr_t _concord_thread_index(void) {
   intptr_t number = _concord_thread_number;
   return (number != 0 ? number : _concord_number_thread()) - 1;
