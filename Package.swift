@@ -12,7 +12,9 @@ let package = Package(
     .library(name: "ConcordSQLite", targets: ["ConcordSQLite"]),
   ],
   targets: [
-    .target(name: "Concord"),
+    .target(name: "Concord", dependencies: ["_ConcordAtomics"]),
+    // The atomic operations the map's lock-free paths use; see its header. Not a product.
+    .target(name: "_ConcordAtomics"),
     .target(name: "ConcordTesting", dependencies: ["Concord"]),
     // The system's SQLite: the SDK's SQLite3 module on Apple platforms, this module map
     // elsewhere (Debian and Ubuntu: apt install libsqlite3-dev).

@@ -1,7 +1,7 @@
 import Concord
 
-/// The physical floor: a plain typed dictionary behind the lock type the map uses, doing the
-/// same work as the map, and nothing else.
+/// The physical floor: a plain typed dictionary behind one recursive pthread mutex, as a user
+/// would write it, doing the same work as the map, and nothing else.
 final class Floor<Value: Identifiable & Sendable>: @unchecked Sendable where Value.ID == Int {
   // NB: @unchecked because `storage` is only touched while holding `lock`.
   let lock = Lock(recursive: true)

@@ -371,9 +371,20 @@ struct Workloads {
 
   // MARK: Concurrency and scale
 
+  /// The row's floor is the dictionary behind one mutex. Its note adds the ratios to the same
+  /// dictionary behind the map's lock type and behind a `pthread_rwlock_t`, finds taking them
+  /// shared (`SharedFloor`, `PthreadRWLockFloor`).
   func concurrentRead() -> Result {
     let (map, handles) = filledMap(n)
     let floor = filledFloor(n)
+    let sharedFloor = SharedFloor<Model>()
+    let rwlockFloor = PthreadRWLockFloor<Model>()
+    for id in 0..<n {
+      sharedFloor.store(Model(id))
+      rwlockFloor.store(Model(id))
+    }
+    var sharedFloorSamples: [Double] = []
+    var rwlockFloorSamples: [Double] = []
     let replacements = (0..<n).map { Model($0, round: 1) }
     /// Each of two threads does `n` operations: every tenth a store, the others a find, over
     /// ids scattered across the `n` entities.
@@ -387,7 +398,7 @@ struct Workloads {
         }
       } / Double(2 * n)
     }
-    return compare(
+    var result = compare(
       "concurrent.read90",
       map: {
         run { id, isStore in
@@ -399,11 +410,42 @@ struct Workloads {
         }
       },
       floor: {
-        run { id, isStore in
+        let ns = run { id, isStore in
           if isStore { floor.store(replacements[id]) } else { blackHole(floor.find(id)) }
         }
+        // NB: a sample of each other floor after each of the floor's, outside its timing, so
+        // that drift touches them all alike.
+        sharedFloorSamples.append(
+          run { id, isStore in
+            if isStore {
+              sharedFloor.store(replacements[id])
+            } else {
+              blackHole(sharedFloor.find(id))
+            }
+          })
+        rwlockFloorSamples.append(
+          run { id, isStore in
+            if isStore {
+              rwlockFloor.store(replacements[id])
+            } else {
+              blackHole(rwlockFloor.find(id))
+            }
+          })
+        return ns
       }
     ).keeping(handles)
+    // NB: the first samples are the warm-up's.
+    let sharedFloorNs = median(Array(sharedFloorSamples.dropFirst()))
+    let rwlockFloorNs = median(Array(rwlockFloorSamples.dropFirst()))
+    result.note = String(
+      format: "%.2f× a dictionary behind the map's lock type, finds shared (%@); "
+        + "%.2f× one behind a pthread_rwlock_t, finds shared (%@)",
+      result.nsPerOp! / sharedFloorNs, formatTime(sharedFloorNs),
+      result.nsPerOp! / rwlockFloorNs, formatTime(rwlockFloorNs))
+    result.extra = [
+      ("sharedFloorNsPerOp", sharedFloorNs), ("pthreadRWLockFloorNsPerOp", rwlockFloorNs),
+    ]
+    return result
   }
 
   /// `find.hit` with 10⁶ live entities. The row also reports its ratio to `find.hit` at

@@ -1,5 +1,5 @@
 // ConcordBenchmarks: store, find and propagation throughput of `IdentityMap`, each against a
-// plain dictionary behind the same lock, measured in the same run.
+// plain dictionary behind one mutex, measured in the same run.
 //
 //   swift run -c release ConcordBenchmarks [--quick] [--filter NAME] [--n N] [--json FILE]
 

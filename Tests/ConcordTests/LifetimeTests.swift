@@ -77,9 +77,9 @@ struct LifetimeTests {
     let map = IdentityMap()
     let first = map.store(Author(id: 1, name: "A"))
     let copies = Array(repeating: first, count: 3)
-    #expect(first._handle.node.s.externalHolds == 1, "copies of a handle share its hold")
+    #expect(first._handle.node.externalHolds == 1, "copies of a handle share its hold")
     let found = map.find(Author.self, id: 1)
-    #expect(first._handle.node.s.externalHolds == 2, "each find is a handle of its own")
+    #expect(first._handle.node.externalHolds == 2, "each find is a handle of its own")
     withExtendedLifetime((copies, found)) {}
   }
 

@@ -140,7 +140,7 @@ extension _MapCore {
         let dropped = lifetime.deferred.reduce(0) { count, work in
           if case .releaseHold(let node) = work, node === holder { count + 1 } else { count }
         }
-        handles += Int(holder.s.externalHolds) - subscribers - queries - layers - dropped
+        handles += Int(holder.externalHolds) - subscribers - queries - layers - dropped
       }
       let queries =
         table.consumers?.queryNodes.filter {
@@ -182,7 +182,7 @@ extension _MapCore {
     }
     return IdentityMapStatistics(
       entities: registry.liveCount, entitiesByType: byType,
-      bufferedEntities: lifetime.buffer.count, handles: lifetime.liveHandles,
+      bufferedEntities: lifetime.buffer.count, handles: lifetime.handles + handleStripes.sum,
       subscriptions: lifetime.openSubscriptions,
       aliases: registry.aliases.values.filter(\.holdsAliasValue).count, queries: queries,
       collectors: collectors, pendingLayers: layers.pendingCount)

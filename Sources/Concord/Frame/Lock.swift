@@ -10,9 +10,10 @@
 ///
 /// NB: `Synchronization.Mutex` would be the obvious choice, but on Linux its futex calls are not
 /// intercepted by ThreadSanitizer, which then reports false races. A pthread mutex keeps the
-/// `--sanitize=thread` run meaningful. It is `package` so that the benchmarks' floor measures the
-/// same lock the map uses. Every pthread call's result is checked, as swift-nio's `NIOLock` does:
-/// a failing mutex is a broken program, never something to carry on from.
+/// `--sanitize=thread` run meaningful. It is `package` so that the benchmarks' floors are what a
+/// user would write: a dictionary behind a mutex. Every pthread call's result is checked, as
+/// swift-nio's `NIOLock` does: a failing mutex is a broken program, never something to carry on
+/// from. The map's own lock is ``ReadWriteLock``.
 @usableFromInline
 package final class Lock: @unchecked Sendable {
   // NB: @unchecked because the mutex lives behind a pointer; pthread makes it safe to share.

@@ -68,8 +68,14 @@ extension _MapCore {
         if let problem = table.indexProblem { check(false, problem) }
       }
     }
+    check(
+      (lifetime.selfRetain != nil) == (lifetime.pinnedNodes > 0)
+        && lifetime.handles + handleStripes.sum >= 0,
+      "\(lifetime.pinnedNodes) pinned nodes with\(lifetime.selfRetain == nil ? "out" : "") the "
+        + "map holding itself, or \(lifetime.handles + handleStripes.sum) handles")
     var seen: Set<ObjectIdentifier> = []
     var subscribers = 0
+    var pinned = 0
     var index = 0
     while index < nodes.count {
       let node = nodes[index]
@@ -77,6 +83,7 @@ extension _MapCore {
       guard seen.insert(ObjectIdentifier(node)).inserted else { continue }
       checkNode(node)
       subscribers += node.s.extras?.subscribers.count ?? 0
+      if node.externalHolds > node.anchorHolds { pinned += 1 }
       if touched == nil {
         // NB: batch lists and removed nodes still observed are in no table; reach them as
         // parents.
@@ -87,6 +94,9 @@ extension _MapCore {
     check(
       touched != nil || subscribers <= lifetime.openSubscriptions,
       "\(lifetime.openSubscriptions) subscriptions counted, \(subscribers) attached")
+    check(
+      touched != nil || pinned <= lifetime.pinnedNodes,
+      "\(lifetime.pinnedNodes) pinned nodes counted, \(pinned) found")
   }
 
   private func checkNode(_ node: _AnyNode) {
@@ -98,7 +108,7 @@ extension _MapCore {
     check(!flags.contains(.purged), "\(name) was purged but is still reachable")
     let children = node.children
     let parents = node.parentReferences
-    check(Int(node.s.internalHolds) == parents.count, "\(name): internal holds ≠ parent links")
+    check(Int(node.internalHolds) == parents.count, "\(name): internal holds ≠ parent links")
     for (index, reference) in parents.enumerated() {
       let links = reference.parent.children
       check(
@@ -118,8 +128,8 @@ extension _MapCore {
     let subscribers = node.s.extras?.subscribers.count ?? 0
     let anchor = flags.contains(.anchored) ? 1 : 0
     check(
-      Int(node.s.externalHolds) >= subscribers + anchor,
-      "\(name): \(node.s.externalHolds) external holds for \(subscribers) subscribers")
+      Int(node.externalHolds) >= subscribers + anchor,
+      "\(name): \(node.externalHolds) external holds for \(subscribers) subscribers")
     if flags.contains(.alias) {
       check(node.holdsAliasValue == flags.contains(.anchored), "\(name): anchor ≠ value")
       check(node.holdsAliasValue || node.s.stamp.isNaN, "\(name) is empty but has a stamp")
@@ -128,10 +138,10 @@ extension _MapCore {
       check(!flags.contains(.removed), "\(name) is registered and removed")
       let buffered = flags.contains(.buffered)
       check(
-        node.s.externalHolds > 0 || node.s.internalHolds > 0 || buffered,
+        node.externalHolds > 0 || node.internalHolds > 0 || buffered,
         "\(name) is registered but nothing holds it")
       check(
-        !buffered || (node.s.externalHolds == 0 && node.s.internalHolds == 0),
+        !buffered || (node.externalHolds == 0 && node.internalHolds == 0),
         "\(name) is held but still in the release buffer")
     }
     check(node.slotsMatchChildren(self), "\(name): a slot differs from its child's value")

@@ -19,11 +19,14 @@
 @usableFromInline
 final class _MapCore: @unchecked Sendable {
   // NB: @unchecked because every mutable part, and every node reachable from here, is only
-  // touched while holding `lock`; subscribers' delivery state is guarded by `deliveryLock`.
+  // written while holding `lock` exclusively and read while holding it (shared or exclusive),
+  // except the atomics: nodes' external hold counts and `handleStripes`. Subscribers'
+  // delivery state is guarded by `deliveryLock`.
 
-  /// Guards all the map's state. Recursive, so that a write made from inside an `update` body
-  /// or a transaction body joins the enclosing write instead of deadlocking.
-  @usableFromInline let lock = Lock(recursive: true)
+  /// Guards all the map's state. Exclusive for writes, and re-entrant then, so that a write
+  /// made from inside an `update` body or a transaction body joins the enclosing write instead
+  /// of deadlocking; shared for the reads that provably only read (``readShared(_:)``).
+  @usableFromInline let lock = ReadWriteLock()
   /// Guards subscribers' delivery state. Never held while calling out, never held while taking
   /// `lock`.
   let deliveryLock = Lock()
@@ -48,6 +51,10 @@ final class _MapCore: @unchecked Sendable {
     @exclusivity(unchecked) @usableFromInline var outbox: _Outbox
     @exclusivity(unchecked) @usableFromInline var layers = _Layers()
   #endif
+
+  /// The handles made under the shared lock, less every handle released; see
+  /// `_Lifetime.handles`.
+  @usableFromInline let handleStripes = _StripedCounter()
 
   /// Told of every change, after the lock is released; see `_Outbox.events`.
   /// NB: a constant of the core, not a copy per write: copying an optional existential was a
@@ -92,6 +99,23 @@ final class _MapCore: @unchecked Sendable {
         lock.unlock()
       }
     }
+    return body()
+  }
+
+  /// Runs `body` under the lock shared with other readers, or returns `nil` without running
+  /// it when the calling thread holds the lock exclusively (it is inside one of this map's
+  /// frames): the caller then takes its exclusive path, through ``read(_:)``.
+  ///
+  /// NB: `read(_:)` stays exclusive: many of its callers change the map (attaching a
+  /// subscriber, taking a hold, settling what a deinit left). `body` must only read: change
+  /// nothing but atomic hold counts (see `_AnyNode+Holds.swift`), call no user code but an
+  /// id's hashing and `==`, and drop nothing whose deinit could reach the map. Several threads
+  /// run it at once, and a thread that holds the lock shared must not take it again (see
+  /// `ReadWriteLock.lockShared()`).
+  @inlinable
+  func readShared<R>(_ body: () -> R) -> R? {
+    guard lock.lockShared() else { return nil }
+    defer { lock.unlockShared() }
     return body()
   }
 

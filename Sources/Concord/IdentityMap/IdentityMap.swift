@@ -16,8 +16,9 @@
 /// map.store(Author(id: 1, name: "U."), modifiedAt: 1)         // stale: discarded, nobody told
 /// ```
 ///
-/// Every method may be called from any thread. Writes are serialized by one lock; callbacks run
-/// after the lock is released, on the writing thread, before the write returns.
+/// Every method may be called from any thread. Writes are serialized by one lock, which finds
+/// and handles' reads share: readers do not wait for each other. Callbacks run after the lock
+/// is released, on the writing thread, before the write returns.
 public final class IdentityMap: Sendable {
   @usableFromInline let _core: _MapCore
 
@@ -116,17 +117,25 @@ public final class IdentityMap: Sendable {
 
   /// A handle on the stored entity of type `type` with id `id`, or `nil` if there is none.
   ///
-  /// The handle holds the entity alive from now on.
+  /// The handle holds the entity alive from now on. Finds on different threads do not wait
+  /// for each other, only for writes.
   ///
   /// - Complexity: O(1).
   /// When `T` is persisted (see ``persist(_:as:)``) and the entity is not in memory, it is read
   /// from the store.
   @inlinable
   public func find<T: Identifiable & Sendable>(_ type: T.Type, id: T.ID) -> EntityObserver<T>? {
-    if let held = _core.read({
-      _core.withTable(T.self) { table in table.withNode(id) { _core.holdForHandle($0) } }
-    }) {
+    switch _core.holdForHandleShared(T.self, id: id) {
+    case .held(let held):
       return _observer(held)
+    case .absent:
+      break
+    case .exclusive:
+      if let held = _core.read({
+        _core.withTable(T.self) { table in table.withNode(id) { _core.holdForHandle($0) } }
+      }) {
+        return _observer(held)
+      }
     }
     return _core.persistence == nil ? nil : _core.findLoading(T.self, id: id).map(_observer)
   }
@@ -224,7 +233,7 @@ public final class IdentityMap: Sendable {
   /// The number of live entities, all types together. Alias slots and batch handles are not
   /// entities and are not counted.
   public var count: Int {
-    _core.read { _core.registry.liveCount }
+    _core.readShared { _core.registry.liveCount } ?? _core.read { _core.registry.liveCount }
   }
 }
 

@@ -8,6 +8,11 @@
 // Memory follows the holds: a table keeps its nodes with a manual retain, and a node no table
 // keeps (a batch list, a removed entity still observed) is adopted with one while anything
 // outside holds it. Handles hold their node unowned, so purging is what frees it.
+//
+// Handles hold the map unowned too, which spares two atomic reference-count operations on the
+// shared map object per `find` and per release: the map holds itself while any node is
+// pinned, that is, while anything but an alias's anchor holds it from outside (see `pin()`).
+// A handle holds its node, so it pins it, and the map outlives every handle.
 
 /// What the current write has to settle about lifetimes, and the map's handle count.
 @usableFromInline
@@ -19,12 +24,15 @@ struct _Lifetime {
   @usableFromInline var candidates: [Unmanaged<_AnyNode>] = []
   /// Work from deinits that ran while this thread was inside a write, done before it ends.
   @usableFromInline var deferred: [_Deferred] = []
-  /// How many handles on this map's nodes are alive, and the reference that keeps the map
-  /// alive meanwhile. NB: handles hold the map unowned, which spares two atomic reference-count
-  /// operations on the shared map object per `find` and per release; the map holds itself
-  /// while any handle lives instead.
-  @usableFromInline var liveHandles = 0
+  /// How many nodes are pinned, and the reference that keeps the map alive meanwhile; see
+  /// `pin()`.
+  @usableFromInline var pinnedNodes = 0
   @usableFromInline var selfRetain: _MapCore?
+  /// How many handles were made under the exclusive lock. NB: the live handles are this plus
+  /// `_MapCore.handleStripes`, where handles made under the shared lock count and every
+  /// handle's release uncounts: a count both readers changed on every `find` would move its
+  /// cache line between their cores each time.
+  @usableFromInline var handles = 0
   /// How many subscriptions are attached to nodes; for `IdentityMap.statistics`.
   var openSubscriptions = 0
   /// Entities kept after their last holder went; see `RetentionPolicy`.
@@ -38,6 +46,17 @@ struct _Lifetime {
   /// Whether the write left lifetimes to settle.
   @inlinable
   var hasWork: Bool { mutating get { !candidates.isEmpty || !deferred.isEmpty } }
+}
+
+/// What `_MapCore.holdForHandleShared(_:id:)` found.
+@usableFromInline
+enum _SharedHold<Value: Sendable> {
+  /// A new handle's hold on the entity, taken.
+  case held(Unmanaged<_Node<Value>>)
+  /// The map has no such entity in memory.
+  case absent
+  /// It takes the exclusive lock to say.
+  case exclusive
 }
 
 /// A deinit's work, deferred because it ran while this thread was inside a write.
@@ -61,51 +80,113 @@ extension _MapCore {
   /// release never revives a dying object), and Swift's weak references cost a 48-byte side
   /// table per node and a slower load. Copies of one `EntityObserver` still share its handle.
   ///
-  /// This takes the hold, under the lock; the caller makes the handle object once the lock is
-  /// released (`IdentityMap._observer(_:)`), so that its allocation does not lengthen the
-  /// critical section other threads wait on.
+  /// This takes the hold, under the exclusive lock; the caller makes the handle object once the
+  /// lock is released (`IdentityMap._observer(_:)`), so that its allocation does not lengthen
+  /// the critical section other threads wait on.
   @inlinable
   func holdForHandle<Value>(_ node: _Node<Value>) -> Unmanaged<_Node<Value>> {
     unbuffer(node)
-    node.s.externalHolds += 1
-    if lifetime.liveHandles == 0 { lifetime.selfRetain = self }
-    lifetime.liveHandles += 1
+    takeExternalHold(on: node)
+    lifetime.handles += 1
     return .passUnretained(node)
   }
 
+  /// A new handle's hold on the entity `id` of `T`, taken under the lock shared with other
+  /// readers, if that can be done by only reading.
+  ///
+  /// It cannot when the calling thread is inside one of this map's frames, nor when nothing
+  /// outside the graph holds the entity: held only by parents, or by the release buffer, its
+  /// first hold changes what the next write settles (see `_AnyNode+Holds.swift`). The caller
+  /// then takes the exclusive path, `holdForHandle(_:)` under `read(_:)`, which stays as it was.
+  ///
+  /// - Complexity: O(1).
+  @inlinable
+  func holdForHandleShared<T: Identifiable & Sendable>(_: T.Type, id: T.ID) -> _SharedHold<T> {
+    let hold = readShared { () -> _SharedHold<T> in
+      // NB: no table yet means no entity: making one is for the first write of `T`.
+      guard let table = existingTable(for: T.self) else { return .absent }
+      return table._withUnsafeGuaranteedRef { table in
+        unsafeDowncast(table, to: _Table<T>.self).withNode(id) { node in
+          node.addExternalHoldIfHeld() ? .held(.passUnretained(node)) : .exclusive
+        } ?? .absent
+      }
+    }
+    guard let hold else { return .exclusive }
+    if case .held = hold { handleStripes.add(1) }
+    return hold
+  }
+
   /// Called by a handle's deinit: the handle's hold on `node` is gone.
+  ///
+  /// Without any lock when another hold remains on an entity or a batch list; otherwise under
+  /// the exclusive lock, as a write, which may purge the node.
   @usableFromInline
   func releaseHandle(of node: _AnyNode) {
+    // NB: uncounted first, while this handle's hold still pins the node and so the map: once
+    // the hold is given back, another thread may give back the last one and free the map.
+    handleStripes.add(-1)
+    if node.releasesWithoutLock && node.dropExternalHoldIfShared() { return }
+    releaseHandleExclusively(of: node)
+  }
+
+  /// `releaseHandle(of:)`'s path under the exclusive lock.
+  @usableFromInline
+  func releaseHandleExclusively(of node: _AnyNode) {
     lock.lock()
-    lifetime.liveHandles -= 1
-    // NB: the map may only let go of itself after its lock is released, by its last frame.
-    let lastRetain = lifetime.liveHandles == 0 ? lifetime.selfRetain.take() : nil
     if frame.depth > 0 {
       // NB: a deinit inside one of our frames (a handle dropped in a transaction body, or held
-      // by a value we just replaced) must not touch the graph mid-write.
+      // by a value we just replaced) must not touch the graph mid-write. A hold that was not
+      // the last one went without the lock (`releaseHandle(of:)`): that changes no decision a
+      // write makes (see `_AnyNode+Holds.swift`), nor what `holders(of:id:)` counts.
       lifetime.deferred.append(.releaseHold(node))
-      if let lastRetain { outbox.graveyard.append(lastRetain) }
       lock.unlock()
-      return
-    }
-    node.s.externalHolds -= 1
-    if node.s.externalHolds > 0 {
-      // The common case: another holder remains, nothing to settle.
-      lock.unlock()
-      withExtendedLifetime(lastRetain) {}
       return
     }
     frame.depth = 1
-    noteHoldDropped(node)
-    if let lastRetain { outbox.graveyard.append(lastRetain) }
+    dropExternalHold(on: node)
     endWrite()
   }
 
-  /// Removes one external hold from `node`.
+  // MARK: Holds
+
+  /// Takes one external hold on `node`, under the exclusive lock.
+  @inlinable
+  func takeExternalHold(on node: _AnyNode) {
+    let before = node.addExternalHold()
+    if before <= 1 && before == node.anchorHolds { pin() }
+  }
+
+  /// Removes one external hold from `node`, under the exclusive lock.
   @inlinable
   func dropExternalHold(on node: _AnyNode) {
-    node.s.externalHolds -= 1
+    let after = node.removeExternalHold()
+    if after <= 1 && after == node.anchorHolds { unpin() }
     noteHoldDropped(node)
+  }
+
+  /// Counts one more pinned node: one that something besides an alias's anchor holds from
+  /// outside the graph. The map keeps itself alive while any node is pinned.
+  ///
+  /// NB: whether a node is pinned (`externalHolds > anchorHolds`) only changes under the
+  /// exclusive lock: without it, a count only moves above 1 (see `_AnyNode+Holds.swift`), and
+  /// only on nodes without an anchor (`releasesWithoutLock`). An anchor does not pin: the map
+  /// owns its aliases, and a set alias would keep the map alive for good. Every other holder
+  /// keeps the map alive anyway: subscriptions, optimistic layers and collectors hold it, and
+  /// query memberships last no longer than their query's own holders.
+  @inlinable
+  func pin() {
+    if lifetime.pinnedNodes == 0 { lifetime.selfRetain = self }
+    lifetime.pinnedNodes += 1
+  }
+
+  /// Counts one pinned node fewer; see `pin()`. The last one lets the map go, after the lock.
+  @usableFromInline
+  func unpin() {
+    lifetime.pinnedNodes -= 1
+    // NB: the map may only let go of itself after its lock is released, by its last frame.
+    if lifetime.pinnedNodes == 0, let retain = lifetime.selfRetain.take() {
+      outbox.graveyard.append(retain)
+    }
   }
 
   // MARK: Settling
@@ -113,7 +194,7 @@ extension _MapCore {
   /// Queues `node` for the end-of-write check if it lost its last external hold.
   @inlinable
   func noteHoldDropped(_ node: _AnyNode) {
-    guard node.s.externalHolds == 0, !node.s.flags.contains(.candidate) else { return }
+    guard node.externalHolds == 0, !node.s.flags.contains(.candidate) else { return }
     node.s.flags.insert(.candidate)
     lifetime.candidates.append(.passUnretained(node))
   }
@@ -138,10 +219,10 @@ extension _MapCore {
         // NB: borrowed, not retained; see `_Lifetime.candidates`.
         candidate._withUnsafeGuaranteedRef { node in
           node.s.flags.remove(.candidate)
-          guard node.s.externalHolds == 0,
+          guard node.externalHolds == 0,
             node.s.flags.isDisjoint(with: [.purged, .buffered])
           else { return }
-          if node.s.internalHolds == 0 {
+          if node.internalHolds == 0 {
             if buffers(node) { lifetime.buffer.enter(node) } else { purge(node) }
           } else if node.cycle != 0 {
             // NB: only a node that was ever on a cycle by identity can be on one held by
@@ -190,12 +271,14 @@ extension _MapCore {
     func reach(_ node: _AnyNode) {
       let key = ObjectIdentifier(node)
       guard trialHolds[key] == nil else { return }
-      trialHolds[key] = node.s.externalHolds + node.s.internalHolds
+      // NB: a count may drop meanwhile on another thread, never to 0: a node held from outside
+      // stays live whatever number is read.
+      trialHolds[key] = node.externalHolds + node.internalHolds
       subgraph.append(node)
       stack.append(node)
     }
     for root in roots
-    where root.s.externalHolds == 0 && root.s.internalHolds > 0
+    where root.externalHolds == 0 && root.internalHolds > 0
       && !root.s.flags.contains(.buffered)
     {
       reach(root)
@@ -246,6 +329,6 @@ extension _MapCore {
   /// Takes `node` out of its table, keeping it alive if something outside still holds it.
   func unregisterKeepingHolders(_ node: _AnyNode) {
     node.unregister(from: self)
-    if node.s.externalHolds > 0 { adopt(node) }
+    if node.externalHolds > 0 { adopt(node) }
   }
 }

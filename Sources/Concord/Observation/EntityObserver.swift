@@ -195,7 +195,10 @@ extension EntityObserver where Value: Identifiable {
   /// callbacks are never called again. Storing the same id later creates a new entity, which
   /// this handle does not follow.
   public var isRemoved: Bool {
-    _handle.core.read { _handle.node.s.flags.contains(.removed) }
+    let core = _handle.core
+    let node = _handle.node
+    return core.readShared { node.s.flags.contains(.removed) }
+      ?? core.read { node.s.flags.contains(.removed) }
   }
 }
 
@@ -203,15 +206,17 @@ extension EntityObserver where Value: Identifiable {
 /// on the node; its deinit gives the hold back.
 @usableFromInline
 final class _Handle<Value: Sendable>: Sendable {
-  /// NB: unmanaged: the map keeps itself alive while any handle lives; see
-  /// `_Lifetime.liveHandles`.
+  /// NB: unmanaged: the map keeps itself alive while the handle's node is pinned, which its
+  /// hold makes it; see `_MapCore.pin()`.
   @usableFromInline let _core: Unmanaged<_MapCore>
-  /// NB: nonisolated(unsafe): the node is only touched while holding the map's lock. And
+  /// NB: nonisolated(unsafe): the node is only touched while holding the map's lock, but for
+  /// its external hold count, which is atomic (see `_AnyNode+Holds.swift`). And
   /// unmanaged: while a handle lives, the map holds its node (in a table, or adopted). Both are
   /// borrowed, never retained, on `find` and on release.
   @usableFromInline nonisolated(unsafe) let _node: Unmanaged<_Node<Value>>
 
-  /// A handle on a node whose hold `_MapCore.holdForHandle(_:)` took.
+  /// A handle on a node whose hold `_MapCore.holdForHandle(_:)` or
+  /// `_MapCore.holdForHandleShared(_:id:)` took.
   @inlinable
   init(core: _MapCore, held node: Unmanaged<_Node<Value>>) {
     _core = .passUnretained(core)
@@ -226,11 +231,15 @@ final class _Handle<Value: Sendable>: Sendable {
   @inlinable
   var node: _Node<Value> { _node.takeUnretainedValue() }
 
-  /// The node's value, read under the map's lock.
+  /// The node's value, read under the map's lock: shared with other readers, or, inside one
+  /// of the map's frames, under the exclusive hold this thread has.
+  ///
+  /// NB: copying the value only retains what it references: nothing runs that could write.
   @inlinable
   var value: Value {
     _core._withUnsafeGuaranteedRef { core in
-      core.read { _node._withUnsafeGuaranteedRef { $0.value } }
+      core.readShared { _node._withUnsafeGuaranteedRef { $0.value } }
+        ?? core.read { _node._withUnsafeGuaranteedRef { $0.value } }
     }
   }
 

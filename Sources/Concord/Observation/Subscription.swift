@@ -62,7 +62,7 @@ extension _MapCore {
   func attach(_ subscriber: _AnySubscriber, to node: _AnyNode) {
     unbuffer(node)
     node.extras.subscribers.append(subscriber)
-    node.s.externalHolds += 1
+    takeExternalHold(on: node)
     lifetime.openSubscriptions += 1
   }
 

@@ -140,7 +140,7 @@ final class _Shadow<T: Identifiable & Sendable>: _AnyShadow {
   }
 
   override func problem() -> String? {
-    guard node.isPresent, node.s.externalHolds > 0 else {
+    guard node.isPresent, node.externalHolds > 0 else {
       return "a shadowed \(T.self) is not stored, or not held"
     }
     guard let top = values.last, values.count == entries.count else {

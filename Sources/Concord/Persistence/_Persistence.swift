@@ -31,7 +31,7 @@ final class _Persistence: @unchecked Sendable {
   @usableFromInline let store: any PersistentStore
   let logger: (any IdentityMapLogger)?
   /// The map's lock.
-  private let mapLock: Lock
+  private let mapLock: ReadWriteLock
   /// Guards `firstError`. A leaf: never held while calling the store or the logger.
   private let errorLock = Lock()
   private let writer = DispatchQueue(label: "Concord.persistence.writer")
@@ -72,7 +72,7 @@ final class _Persistence: @unchecked Sendable {
   /// The first error since the last flush. Under `errorLock`.
   private var firstError: (any Error)?
 
-  init(store: any PersistentStore, logger: (any IdentityMapLogger)?, mapLock: Lock) {
+  init(store: any PersistentStore, logger: (any IdentityMapLogger)?, mapLock: ReadWriteLock) {
     self.store = store
     self.logger = logger
     self.mapLock = mapLock

@@ -249,7 +249,7 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
       guard node.s.flags.contains(.registered), !node.s.flags.contains(.removed) else {
         return "member \(index) of \(T.self) is not stored"
       }
-      guard memberIDs.contains(ObjectIdentifier(node)), node.s.externalHolds > 0 else {
+      guard memberIDs.contains(ObjectIdentifier(node)), node.externalHolds > 0 else {
         return "member \(index) of \(T.self) is not held"
       }
       if let equality, !equality.equal(value[index], node.value) {
@@ -273,6 +273,6 @@ extension _MapCore {
   @inlinable
   func holdForQuery(_ node: _AnyNode) {
     unbuffer(node)
-    node.s.externalHolds += 1
+    takeExternalHold(on: node)
   }
 }

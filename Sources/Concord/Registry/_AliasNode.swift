@@ -24,6 +24,9 @@ final class _AliasNode<Wrapped: Sendable>: _Node<Wrapped?> {
   @usableFromInline
   override var holdsAliasValue: Bool { value != nil }
 
+  @usableFromInline
+  override var releasesWithoutLock: Bool { false }
+
   override var aliasName: String? { id.name }
 
   override func clearAliasValue() { value = nil }
@@ -133,13 +136,17 @@ extension _MapCore {
   }
 
   /// Anchors or unanchors an alias node.
+  ///
+  /// NB: the flag and the hold change together, so that the node stays pinned or unpinned
+  /// (see `_MapCore.pin()`): an anchor does not keep the map alive.
   func setAnchor(_ node: _AnyNode, _ anchored: Bool) {
     if anchored {
       node.s.flags.insert(.anchored)
-      node.s.externalHolds += 1
+      node.addExternalHold()
     } else {
       node.s.flags.remove(.anchored)
-      dropExternalHold(on: node)
+      node.removeExternalHold()
+      noteHoldDropped(node)
     }
   }
 }

@@ -19,7 +19,7 @@ extension _MapCore {
       return Int32(parentExtras.children.count - 1)
     }
     child.appendParent(_ParentRef(parent: parent, slot: slot))
-    child.s.internalHolds += 1
+    child.internalHolds += 1
   }
 
   /// Drops every link from `parent` to its children; each child loses an internal hold.
@@ -41,7 +41,7 @@ extension _MapCore {
             $0.s.extras.unsafelyUnwrapped.children[Int(moved.slot)].backIndex = link.backIndex
           }
         }
-        child.s.internalHolds -= 1
+        child.internalHolds -= 1
         noteHoldDropped(child)
       }
       slot += 1

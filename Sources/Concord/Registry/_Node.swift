@@ -64,18 +64,14 @@ struct _PassBits: OptionSet, Sendable {
   @inlinable static var fresh: _PassBits { _PassBits(rawValue: 1 << 7) }
 }
 
-/// Everything a node knows besides its value, in one stored property.
+/// Everything a node knows besides its value and its hold counts, in one stored property.
 ///
 /// NB: one struct, so that the class needs one `@exclusivity(unchecked)` annotation, not one per
-/// field. The hold counts come first, next to the object header, so that a find on a cold node
-/// touches one cache line. 48 bytes, 16 of them the first parent: most nested entities have
-/// one, and keeping it here spares each of them an extras object.
+/// field. 40 bytes, 16 of them the first parent: most nested entities have one, and keeping
+/// it here spares each of them an extras object. The hold counts come before it, in the node's
+/// first stored property (see `_AnyNode+Holds.swift`).
 @usableFromInline
 struct _NodeState {
-  /// Holds from outside the graph: each handle, each subscription, the alias anchor.
-  @usableFromInline var externalHolds: Int32 = 0
-  /// Holds from live parents: one per incoming link.
-  @usableFromInline var internalHolds: Int32 = 0
   @usableFromInline var flags: _NodeFlags
   /// Flags of the pass running now; empty outside a pass.
   @usableFromInline var bits: _PassBits = []
@@ -172,12 +168,27 @@ final class _NodeExtras {
 /// base holds what the graph and lifetime algorithms need without knowing the type.
 @usableFromInline
 class _AnyNode {
+  /// Holds from outside the graph: each handle, each subscription, the alias anchor, each live
+  /// query having the node as a member, a shadow of optimistic layers. Read and written only
+  /// through ``externalHolds`` and the atomic operations of `_AnyNode+Holds.swift`, never by
+  /// name (but in the test that checks where it is).
+  ///
+  /// NB: the first stored property, so that its address is the start of the object's stored
+  /// properties (`_getUnsafePointerToStoredProperties`), as swift-atomics reaches its storage;
+  /// a test checks it. Next to the object header, with `internalHolds`, so that a find on a
+  /// cold node touches one cache line, and so that the two together take the 8 bytes the
+  /// counts took inside `_NodeState`.
+  final var externalHoldsStorage: Int32 = 0
   // NB: exclusivity checks are off in release builds only. The map's lock already makes every
   // access exclusive between threads, and the dynamic checks cost about half of a propagation
   // once the state is `@usableFromInline`; debug builds, where the tests run, keep them.
   #if DEBUG
+    /// Holds from live parents: one per incoming link. Only touched under the exclusive lock.
+    @usableFromInline final var internalHolds: Int32 = 0
     @usableFromInline final var s: _NodeState
   #else
+    /// Holds from live parents: one per incoming link. Only touched under the exclusive lock.
+    @exclusivity(unchecked) @usableFromInline final var internalHolds: Int32 = 0
     @exclusivity(unchecked) @usableFromInline final var s: _NodeState
   #endif
 
@@ -277,6 +288,16 @@ class _AnyNode {
   /// The node's cycle number; 0 when it is on no cycle by identity.
   @inlinable
   final var cycle: Int { s.extras?.cycle ?? 0 }
+
+  /// The external hold the node's alias anchor is: 1 for a set alias, 0 otherwise.
+  @inlinable
+  final var anchorHolds: Int32 { s.flags.contains(.anchored) ? 1 : 0 }
+
+  /// Whether a handle may give its hold back without the lock while another hold remains:
+  /// not on an alias slot, whose anchor does not pin it (see `_MapCore.pin()`). NB: a method
+  /// of the class rather than a flag, so that it is read without the lock.
+  @usableFromInline
+  var releasesWithoutLock: Bool { true }
 
   /// Whether the node counts as stored: a registered entity, a set alias, a batch list.
   @inlinable

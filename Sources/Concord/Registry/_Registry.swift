@@ -53,12 +53,7 @@ struct _Registry {
 
   @inlinable @inline(never)
   mutating func cacheTable<T: Identifiable & Sendable>(for _: T.Type, key: ObjectIdentifier) {
-    // NB: a write of aggregates alternates between a few types; comparing a few keys costs
-    // less than hashing one.
-    let found =
-      tables.count <= Self.scanLimit
-      ? tableKeys.firstIndex(of: key) : tableIndex[key]
-    if let found {
+    if let found = position(of: key) {
       lastTable = tableRefs[found]
     } else {
       let table = _Table<T>()
@@ -77,6 +72,14 @@ struct _Registry {
     lastKey = key
   }
 
+  /// The position in `tables` of the table of the type `key` names, if it has one.
+  @usableFromInline
+  func position(of key: ObjectIdentifier) -> Int? {
+    // NB: a write of aggregates alternates between a few types; comparing a few keys costs
+    // less than hashing one.
+    tables.count <= Self.scanLimit ? tableKeys.firstIndex(of: key) : tableIndex[key]
+  }
+
   /// Calls `body` with every registered entity node.
   func forEachEntityNode(_ body: (_AnyNode) -> Void) {
     for table in tables { table.forEachNode(body) }
@@ -84,6 +87,23 @@ struct _Registry {
 }
 
 extension _MapCore {
+  /// The table of entity type `T`, unretained, or `nil` if it has none yet.
+  ///
+  /// NB: unlike `cachedTable(for:)`, it changes nothing, neither the last table looked up nor
+  /// the tables: readers sharing the lock call it at once.
+  @inlinable
+  func existingTable<T: Identifiable & Sendable>(for _: T.Type) -> Unmanaged<_AnyTable>? {
+    let key = ObjectIdentifier(T.self)
+    if registry.lastKey == key { return registry.lastTable }
+    return lookUpTable(key)
+  }
+
+  /// `existingTable(for:)` past the last table looked up.
+  @usableFromInline @inline(never)
+  func lookUpTable(_ key: ObjectIdentifier) -> Unmanaged<_AnyTable>? {
+    registry.position(of: key).map { registry.tableRefs[$0] }
+  }
+
   /// Calls `body` with the table of entity type `T`, borrowed without reference counting.
   @inlinable
   func withTable<T: Identifiable & Sendable, R>(_: T.Type, _ body: (_Table<T>) -> R) -> R {

@@ -1,0 +1,157 @@
+// The few atomic operations Concord needs, over the compiler's `__atomic` builtins, and a
+// number per thread.
+//
+// NB: `Synchronization.Atomic` needs macOS 15, iOS 18, tvOS 18, watchOS 11 and visionOS 2,
+// and the package supports older systems; swift-atomics would be a package dependency, and
+// the package has none. These `static inline` functions are compiled into the Swift code that
+// calls them and inlined there, so each is the single instruction (or compare-and-swap loop)
+// the builtin produces; ThreadSanitizer sees them as the atomics they are. This module is
+// internal to the package: it is no product.
+
+#ifndef CONCORD_ATOMICS_H
+#define CONCORD_ATOMICS_H
+
+#include <stdint.h>
+
+// MARK: 32-bit counters
+
+/// Reads `*address`, ordering nothing else.
+static inline int32_t _concord_load_relaxed_i32(const int32_t *address) {
+  return __atomic_load_n(address, __ATOMIC_RELAXED);
+}
+
+/// Reads `*address`; what the thread that wrote the value did before is visible afterwards.
+static inline int32_t _concord_load_acquire_i32(const int32_t *address) {
+  return __atomic_load_n(address, __ATOMIC_ACQUIRE);
+}
+
+/// Writes `value` to `*address`, ordering nothing else.
+static inline void _concord_store_relaxed_i32(int32_t *address, int32_t value) {
+  __atomic_store_n(address, value, __ATOMIC_RELAXED);
+}
+
+/// Adds `delta` to `*address` and returns the value before, ordering nothing else.
+static inline int32_t _concord_fetch_add_relaxed_i32(int32_t *address, int32_t delta) {
+  return __atomic_fetch_add(address, delta, __ATOMIC_RELAXED);
+}
+
+/// Subtracts `delta` from `*address` and returns the value before, as a reference count's
+/// release does: what this thread did before happens before whatever a thread that later reads
+/// the result with acquire order does, and this thread sees what the writers of the value
+/// before did.
+static inline int32_t _concord_fetch_sub_acq_rel_i32(int32_t *address, int32_t delta) {
+  return __atomic_fetch_sub(address, delta, __ATOMIC_ACQ_REL);
+}
+
+/// Replaces `*address` with `desired` if it holds `expected`, ordering nothing else. Returns
+/// the value found: `expected` when the exchange happened. NB: a strong exchange, so that the
+/// value returned tells whether it happened.
+static inline int32_t _concord_compare_exchange_relaxed_i32(
+    int32_t *address, int32_t expected, int32_t desired) {
+  __atomic_compare_exchange_n(
+      address, &expected, desired, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+  return expected;
+}
+
+/// Replaces `*address` with `desired` if it holds `expected`, with release order when it does:
+/// what this thread did before happens before whatever a thread that later reads the value
+/// with acquire order does. Returns the value found: `expected` when the exchange happened.
+static inline int32_t _concord_compare_exchange_release_i32(
+    int32_t *address, int32_t expected, int32_t desired) {
+  __atomic_compare_exchange_n(
+      address, &expected, desired, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+  return expected;
+}
+
+// MARK: Word-sized values
+
+/// Reads `*address`, ordering nothing else.
+static inline intptr_t _concord_load_relaxed_word(const intptr_t *address) {
+  return __atomic_load_n(address, __ATOMIC_RELAXED);
+}
+
+/// Reads `*address` in the single order of every sequentially consistent operation.
+static inline intptr_t _concord_load_seq_cst_word(const intptr_t *address) {
+  return __atomic_load_n(address, __ATOMIC_SEQ_CST);
+}
+
+/// Writes `value` to `*address`, ordering nothing else.
+static inline void _concord_store_relaxed_word(intptr_t *address, intptr_t value) {
+  __atomic_store_n(address, value, __ATOMIC_RELAXED);
+}
+
+/// Writes `value` to `*address`: what this thread did before happens before whatever a thread
+/// that reads the value with acquire order does.
+static inline void _concord_store_release_word(intptr_t *address, intptr_t value) {
+  __atomic_store_n(address, value, __ATOMIC_RELEASE);
+}
+
+/// Writes `value` to `*address`, in the single order of every sequentially consistent
+/// operation.
+static inline void _concord_store_seq_cst_word(intptr_t *address, intptr_t value) {
+  __atomic_store_n(address, value, __ATOMIC_SEQ_CST);
+}
+
+/// Adds `delta` to `*address`, ordering nothing else.
+static inline void _concord_add_relaxed_word(intptr_t *address, intptr_t delta) {
+  __atomic_fetch_add(address, delta, __ATOMIC_RELAXED);
+}
+
+/// Adds `delta` to `*address` with release order: what this thread did before happens before
+/// whatever a thread that reads the result with acquire order does.
+static inline void _concord_add_release_word(intptr_t *address, intptr_t delta) {
+  __atomic_fetch_add(address, delta, __ATOMIC_RELEASE);
+}
+
+/// Adds `delta` to `*address`, in the single order of every sequentially consistent
+/// operation.
+static inline void _concord_add_seq_cst_word(intptr_t *address, intptr_t delta) {
+  __atomic_fetch_add(address, delta, __ATOMIC_SEQ_CST);
+}
+
+/// Sets the bits of `bits` in `*address`, in the single order of every sequentially consistent
+/// operation.
+static inline void _concord_or_seq_cst_word(intptr_t *address, intptr_t bits) {
+  __atomic_fetch_or(address, bits, __ATOMIC_SEQ_CST);
+}
+
+/// Replaces `*address` with `desired` if it holds `expected`, in the single order of every
+/// sequentially consistent operation. Returns whether it did.
+static inline _Bool _concord_compare_exchange_seq_cst_word(
+    intptr_t *address, intptr_t expected, intptr_t desired) {
+  return __atomic_compare_exchange_n(
+      address, &expected, desired, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
+/// Writes `value` to `*address` and returns the value before: what this thread did before
+/// happens before whatever a thread that reads the value with acquire order does.
+static inline intptr_t _concord_exchange_release_word(intptr_t *address, intptr_t value) {
+  return __atomic_exchange_n(address, value, __ATOMIC_RELEASE);
+}
+
+// MARK: Threads
+
+/// The calling thread's number plus one, or 0 until it has one; see `_concord_thread_index`.
+extern _Thread_local intptr_t _concord_thread_number;
+
+/// Gives the calling thread its number; see `_concord_thread_index`.
+intptr_t _concord_number_thread(void);
+
+/// A number of the calling thread, the same on every call while it runs: 0, 1, 2… No two
+/// threads alive at once have the same one; a number below 64 goes to another thread once its
+/// own exits, so that the threads alive keep the small numbers.
+static inline intptr_t _concord_thread_index(void) {
+  intptr_t number = _concord_thread_number;
+  return (number != 0 ? number : _concord_number_thread()) - 1;
+}
+
+/// Tells the processor that the calling thread spins, waiting for another.
+static inline void _concord_spin_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+#endif

@@ -1,0 +1,93 @@
+import Foundation
+import TestSupport
+import Testing
+import _ConcordAtomics
+
+@testable import Concord
+
+/// Two numbers a writer keeps equal, behind a lock.
+final class Pair: @unchecked Sendable {
+  // NB: @unchecked because both are only touched while holding `lock`.
+  let lock = ReadWriteLock()
+  var first = 0
+  var second = 0
+}
+
+@Suite("ReadWriteLock: the map's lock")
+struct ReadWriteLockTests {
+  @Test("The exclusive side is re-entrant, and a shared hold is refused to its owner")
+  func reentrancy() {
+    let lock = ReadWriteLock()
+    lock.lock()
+    lock.lock()
+    #expect(!lock.lockShared(), "the owner reads under its exclusive hold")
+    lock.unlock()
+    #expect(!lock.lockShared())
+    lock.unlock()
+    #expect(lock.lockShared())
+    lock.unlockShared()
+    lock.withLock {}
+  }
+
+  @Test(
+    "A reader takes the lock shared again while a writer waits for it", .timeLimit(.minutes(1)))
+  func sharedReentrancyPastAWaitingWriter() {
+    // NB: synchronous, so that every hold is taken and given back on this one thread.
+    let lock = ReadWriteLock()
+    #expect(lock.lockShared())
+    // A writer on another thread takes the lock word, then waits for this reader.
+    let written = DispatchSemaphore(value: 0)
+    DispatchQueue.global().async {
+      lock.withLock {}
+      written.signal()
+    }
+    while _concord_load_seq_cst_word(lock.word) & ReadWriteLock.held == 0 { sched_yield() }
+    // The second hold must not wait for the writer, which waits for the first.
+    #expect(lock.lockShared())
+    lock.unlockShared()
+    lock.unlockShared()
+    written.wait()
+    #expect(lock.lockShared())
+    lock.unlockShared()
+  }
+
+  @Test(
+    "Readers never see a write half done, and every write lands", arguments: [1, 2] as [UInt64])
+  func readersAndWriters(seed: UInt64) async {
+    let pair = Pair()
+    let threads = 4
+    let steps = max(2_000, randomSteps(share: 20))
+    let torn = Locked(0)
+    let writes = Locked(0)
+    await withTaskGroup(of: Void.self) { group in
+      for thread in 0..<threads {
+        group.addTask {
+          var random = SeededGenerator(seed: seed &* 100 &+ UInt64(thread))
+          var seenTorn = 0
+          var written = 0
+          for _ in 0..<steps {
+            switch Int.random(in: 0..<8, using: &random) {
+            case 0:
+              pair.lock.withLock {
+                pair.first += 1
+                // NB: a nested hold, as a write made from an `update` body takes.
+                pair.lock.withLock { pair.second += 1 }
+              }
+              written += 1
+            default:
+              precondition(pair.lock.lockShared(), "a reader holding the lock exclusively")
+              if pair.first != pair.second { seenTorn += 1 }
+              pair.lock.unlockShared()
+            }
+          }
+          torn.withValue { $0 += seenTorn }
+          writes.withValue { $0 += written }
+        }
+      }
+    }
+    #expect(torn.value == 0)
+    pair.lock.withLock {
+      #expect(pair.first == writes.value && pair.second == writes.value)
+    }
+  }
+}
