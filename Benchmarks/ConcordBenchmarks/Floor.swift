@@ -1,8 +1,18 @@
 import Concord
 
+/// A dictionary of values by id behind a lock: the floors of the store and find rows.
+protocol LockedDictionary: Sendable {
+  associatedtype Value: Identifiable & Sendable where Value.ID == Int
+  /// Stores `value` under its id.
+  func store(_ value: Value)
+  /// The value stored under `id`, if any.
+  func find(_ id: Int) -> Value?
+}
+
 /// The physical floor: a plain typed dictionary behind one recursive pthread mutex, as a user
 /// would write it, doing the same work as the map, and nothing else.
-final class Floor<Value: Identifiable & Sendable>: @unchecked Sendable where Value.ID == Int {
+final class Floor<Value: Identifiable & Sendable>: LockedDictionary, @unchecked Sendable
+where Value.ID == Int {
   // NB: @unchecked because `storage` is only touched while holding `lock`.
   let lock = Lock(recursive: true)
   private var storage: [Int: Value] = [:]

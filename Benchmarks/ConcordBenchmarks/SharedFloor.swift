@@ -11,7 +11,7 @@ import Concord
 /// A second, informational floor for `concurrent.read90`: the floor's dictionary behind the
 /// map's own lock type, ``ReadWriteLock``, finds taking it shared. The map's ratio to it says
 /// how much of the ratio to the floor is the lock type.
-final class SharedFloor<Value: Identifiable & Sendable>: @unchecked Sendable
+final class SharedFloor<Value: Identifiable & Sendable>: LockedDictionary, @unchecked Sendable
 where Value.ID == Int {
   // NB: @unchecked because `storage` is only touched while holding `lock`.
   let lock = ReadWriteLock()
@@ -36,7 +36,8 @@ where Value.ID == Int {
 
 /// A third, informational floor for `concurrent.read90`: the floor's dictionary behind a
 /// `pthread_rwlock_t`, finds taking it shared, the lock the map's lock type replaced.
-final class PthreadRWLockFloor<Value: Identifiable & Sendable>: @unchecked Sendable
+final class PthreadRWLockFloor<Value: Identifiable & Sendable>: LockedDictionary,
+  @unchecked Sendable
 where Value.ID == Int {
   // NB: @unchecked because `storage` is only touched while holding `rwlock`.
   private let rwlock: UnsafeMutablePointer<pthread_rwlock_t> = .allocate(capacity: 1)

@@ -398,6 +398,12 @@ struct Workloads {
         }
       } / Double(2 * n)
     }
+    /// The same operations on one of the floors.
+    func run<F: LockedDictionary>(on floor: F) -> Double where F.Value == Model {
+      run { id, isStore in
+        if isStore { floor.store(replacements[id]) } else { blackHole(floor.find(id)) }
+      }
+    }
     var result = compare(
       "concurrent.read90",
       map: {
@@ -410,27 +416,11 @@ struct Workloads {
         }
       },
       floor: {
-        let ns = run { id, isStore in
-          if isStore { floor.store(replacements[id]) } else { blackHole(floor.find(id)) }
-        }
+        let ns = run(on: floor)
         // NB: a sample of each other floor after each of the floor's, outside its timing, so
         // that drift touches them all alike.
-        sharedFloorSamples.append(
-          run { id, isStore in
-            if isStore {
-              sharedFloor.store(replacements[id])
-            } else {
-              blackHole(sharedFloor.find(id))
-            }
-          })
-        rwlockFloorSamples.append(
-          run { id, isStore in
-            if isStore {
-              rwlockFloor.store(replacements[id])
-            } else {
-              blackHole(rwlockFloor.find(id))
-            }
-          })
+        sharedFloorSamples.append(run(on: sharedFloor))
+        rwlockFloorSamples.append(run(on: rwlockFloor))
         return ns
       }
     ).keeping(handles)

@@ -41,3 +41,21 @@ extension Locked where Value == Int {
     }
   }
 }
+
+extension Locked {
+  /// Empties a dictionary and returns its entries sorted by key: in an order two dictionaries
+  /// with the same entries share.
+  public func takeSorted<Key: Comparable, Entry>() -> [(key: Key, value: Entry)]
+  where Value == [Key: Entry] {
+    withValue { dictionary in
+      defer { dictionary.removeAll() }
+      return dictionary.sorted { $0.key < $1.key }
+    }
+  }
+}
+
+/// Whether `a` and `b` print the same. Differential tests compare so: an event holding a NaN
+/// stamp is not `==` to itself.
+public func printsTheSame<V>(_ a: V, _ b: V) -> Bool {
+  String(describing: a) == String(describing: b)
+}
