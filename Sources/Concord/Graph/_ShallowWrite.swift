@@ -155,10 +155,20 @@ extension _MapCore {
   @inlinable
   func visitShallow<C: Identifiable & Sendable>(_ child: C, position: Int, in table: _Table<C>) {
     if scratch.mode == .shallowWrite {
-      let link = scratch.links[scratch.shallow.cursor]
+      let cursor = scratch.shallow.cursor
+      // NB: the walk and this second visit read the same value through the same key paths; a
+      // key path that gave other entities the second time (a computed property that is not a
+      // plain read) would have each entity written into another's node.
+      precondition(
+        cursor < scratch.links.count && scratch.links[cursor].accessor == scratch.accessor,
+        "Concord: a nested entity's key path gave different entities on two reads of one value")
+      let link = scratch.links[cursor]
       scratch.shallow.cursor += 1
       Unmanaged.passUnretained(link.child)._withUnsafeGuaranteedRef { erased in
         let node = unsafeDowncast(erased, to: _EntityNode<C>.self)
+        precondition(
+          node.value.id == child.id,
+          "Concord: a nested entity's key path gave different entities on two reads of one value")
         let (verdict, rebuildsParent) = applyLoneOccurrence(
           child, to: node, schema: table.schema, call: scratch.stamp)
         if rebuildsParent { scratch.shallow.rebuildsRoot = true }
