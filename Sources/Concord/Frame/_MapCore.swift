@@ -119,6 +119,13 @@ final class _MapCore: @unchecked Sendable {
     return body()
   }
 
+  /// Runs `body`, which only reads (see ``readShared(_:)``), under the lock shared with other
+  /// readers, or under the exclusive hold the calling thread already has.
+  @inlinable
+  func readOnly<R>(_ body: () -> R) -> R {
+    readShared(body) ?? read(body)
+  }
+
   /// Runs `body` as a write. The outermost write then commits, releases the lock, and delivers
   /// what changed; a nested write (from an `update` or transaction body, on the same thread) is
   /// part of the enclosing one.

@@ -35,7 +35,7 @@ extension _MapCore {
       if let own = stamp, own.isNaN { stamp = nil }
     }
     if verdict == .accepted && !fresh && schema.isEquatable
-      && _identical(node.value, merged ?? incoming)
+      && (merged.map { _identical(node.value, $0) } ?? _identical(node.value, incoming))
     {
       verdict = .identical
     }
@@ -51,7 +51,11 @@ extension _MapCore {
     case .accepted:
       touch(node)
       // NB: a node the walk created holds this very occurrence already.
-      if !fresh { node.value = merged ?? incoming }
+      if let merged {
+        node.value = merged
+      } else if !fresh {
+        node.value = incoming
+      }
       record(stamp, on: node)
       outbox.logStored(node, stamp: stamp)
     }

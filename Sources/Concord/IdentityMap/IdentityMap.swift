@@ -233,7 +233,7 @@ public final class IdentityMap: Sendable {
   /// The number of live entities, all types together. Alias slots and batch handles are not
   /// entities and are not counted.
   public var count: Int {
-    _core.readShared { _core.registry.liveCount } ?? _core.read { _core.registry.liveCount }
+    _core.readOnly { _core.registry.liveCount }
   }
 }
 

@@ -195,10 +195,8 @@ extension EntityObserver where Value: Identifiable {
   /// callbacks are never called again. Storing the same id later creates a new entity, which
   /// this handle does not follow.
   public var isRemoved: Bool {
-    let core = _handle.core
     let node = _handle.node
-    return core.readShared { node.s.flags.contains(.removed) }
-      ?? core.read { node.s.flags.contains(.removed) }
+    return _handle.core.readOnly { node.s.flags.contains(.removed) }
   }
 }
 
@@ -238,8 +236,7 @@ final class _Handle<Value: Sendable>: Sendable {
   @inlinable
   var value: Value {
     _core._withUnsafeGuaranteedRef { core in
-      core.readShared { _node._withUnsafeGuaranteedRef { $0.value } }
-        ?? core.read { _node._withUnsafeGuaranteedRef { $0.value } }
+      core.readOnly { _node._withUnsafeGuaranteedRef { $0.value } }
     }
   }
 
