@@ -57,7 +57,7 @@ struct QueryConcurrencyTests {
       }
     }
     let stored = map._core.read {
-      map._core.registry.table(for: Job.self).slots.values.map { $0.takeUnretainedValue().value }
+      map._core.registry.table(for: Job.self).slots.nodes.map { $0.takeUnretainedValue().value }
     }
     // Entities can only have left by removal (every store is kept, or held by a query).
     #expect(replayed.count == stored.count)

@@ -125,7 +125,7 @@ private struct QueryModelRun {
   var stored: [Int: Job] {
     map._core.read {
       var jobs: [Int: Job] = [:]
-      for slot in map._core.registry.table(for: Job.self).slots.values {
+      for slot in map._core.registry.table(for: Job.self).slots.nodes {
         let job = slot.takeUnretainedValue().value
         jobs[job.id] = job
       }

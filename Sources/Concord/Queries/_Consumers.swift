@@ -109,7 +109,7 @@ final class _Consumers<T: Identifiable & Sendable> {
       return unsafeDowncast(found, to: _Index<T, V>.self)
     }
     let made = _Index(consumers: self, keyPath: keyPath)
-    for slot in table.slots.values { made.file(slot.takeUnretainedValue()) }
+    table.slots.forEachNode { made.file($0.takeUnretainedValue()) }
     indexes.append(made)
     return made
   }
@@ -222,7 +222,7 @@ final class _Index<T: Identifiable & Sendable, V: Hashable>: _AnyIndex<T> {
     guard keys.count == table.count else {
       return "the index on \(path) files \(keys.count) of \(table.count) entities"
     }
-    for slot in table.slots.values {
+    for slot in table.slots.nodes {
       let node = slot.takeUnretainedValue()
       let key = node.value[keyPath: path]
       guard keys[ObjectIdentifier(node)] == key,

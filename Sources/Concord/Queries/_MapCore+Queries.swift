@@ -35,7 +35,7 @@ extension _MapCore {
     startNowOrAtCommit { [self] in
       let consumers = consumers(of: T.self)
       query.consumers = consumers
-      let nodes = table.slots.values.filter { slot in
+      let nodes = table.slots.nodes.filter { slot in
         slot._withUnsafeGuaranteedRef { filter?($0.value) ?? true }
       }
       consumers.attach(query: query, self)

@@ -37,11 +37,12 @@ class _AnyTable {
 @usableFromInline
 final class _Table<T: Identifiable & Sendable>: _AnyTable {
   /// The table holds each node with a manual retain. NB: unmanaged, so that the hot path
-  /// borrows a node (`withNode`) without a retain and a release.
+  /// borrows a node (`withNode`) without a retain and a release; and an index of our own, not a
+  /// dictionary, so that a lookup reads the id and the node's reference from one bucket.
   #if DEBUG
-    @usableFromInline var slots: [T.ID: Unmanaged<_EntityNode<T>>] = [:]
+    @usableFromInline var slots = _NodeIndex<T.ID, _EntityNode<T>>()
   #else
-    @exclusivity(unchecked) @usableFromInline var slots: [T.ID: Unmanaged<_EntityNode<T>>] = [:]
+    @exclusivity(unchecked) @usableFromInline var slots = _NodeIndex<T.ID, _EntityNode<T>>()
   #endif
   @usableFromInline let schema: _Schema<T>
   /// Values of type `T` the current write needs: claims' payloads and the journal's saved values.
@@ -79,11 +80,12 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
   }
 
   deinit {
-    for slot in slots.values { slot.release() }
+    slots.forEachNode { $0.release() }
+    slots.dispose()
   }
 
   /// Whether the table holds no node.
-  var isEmpty: Bool { slots.isEmpty }
+  var isEmpty: Bool { slots.count == 0 }
 
   override var count: Int { slots.count }
 
@@ -105,7 +107,7 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
   @inlinable
   func withNode<R>(for value: T, _ body: (_EntityNode<T>, _ created: Bool) -> R) -> R {
     var created = false
-    let slot = slots._getOrInsert(value.id) {
+    let slot = slots.getOrInsert(value.id) {
       created = true
       return .passRetained(_EntityNode(value: value, table: self))
     }
@@ -116,14 +118,13 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
   /// the node is released after the lock. Returns whether it was there.
   ///
   /// NB: `@inlinable`, and called through `_EntityOps.remove`: unspecialized, every release
-  /// looked up the metadata of the dictionary's type.
+  /// looked up the metadata of the index's type.
   @inlinable
   func remove(_ node: _EntityNode<T>, into graveyard: inout [AnyObject]) -> Bool {
-    guard let index = slots.index(forKey: node.value.id),
-      slots.values[index].takeUnretainedValue() === node
-    else { return false }
+    let slot = Unmanaged.passUnretained(node)
+    guard slots.remove(node.value.id, ifNodeIs: slot) else { return false }
     graveyard.append(node)
-    slots.remove(at: index).value.release()
+    slot.release()
     return true
   }
 
@@ -133,14 +134,16 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
   }
 
   override func forEachNode(_ body: (_AnyNode) -> Void) {
-    for slot in slots.values { body(slot.takeUnretainedValue()) }
+    slots.forEachNode { body($0.takeUnretainedValue()) }
   }
 
   override var consumerCount: Int { (consumers?.count ?? 0) + (persisted == nil ? 0 : 1) }
 
   override var queryNodes: [_AnyNode] { consumers?.queryNodes ?? [] }
 
-  override var indexProblem: String? { consumers?.problem }
+  override var indexProblem: String? {
+    slots.problem { $0.takeUnretainedValue().value.id } ?? consumers?.problem
+  }
 
   override var isPersisted: Bool { persisted != nil }
 
@@ -412,13 +415,4 @@ final class _Stash<Value>: _AnyStash {
   }
 
   override func clear() { removeValues(self) }
-}
-
-extension Dictionary {
-  /// The value for `key`, inserting `make()` if there is none, with a single hash lookup.
-  @inlinable
-  mutating func _getOrInsert(_ key: Key, _ make: () -> Value) -> Value {
-    func project(_ value: inout Value) -> Value { value }
-    return project(&self[key, default: make()])
-  }
 }
