@@ -61,12 +61,11 @@ struct _NodeIndex<Key: Hashable, Node: AnyObject> {
     Swift.max(MemoryLayout<UnsafeMutableRawPointer>.alignment, MemoryLayout<Key>.alignment)
   }
 
-  /// An empty index, with room for `capacity` entries before it grows.
+  /// An empty index, of the fewest buckets.
   @inlinable
-  init(capacity: Int = 0) {
-    let bucketCount = Self.bucketCount(for: capacity)
-    (buckets, tags) = Self.allocate(bucketCount)
-    mask = bucketCount - 1
+  init() {
+    (buckets, tags) = Self.allocate(Self.minimumBuckets)
+    mask = Self.minimumBuckets - 1
     count = 0
     seed = Int(bitPattern: buckets)
   }
