@@ -14,6 +14,12 @@ import Testing
 // replays the claims of a write as the contract describes them: breadth-first, the occurrence
 // closest to the root wins, the last among equals, losers not expanded, each occurrence checked
 // on its own stamp, Mergeable ones merged losers first.
+//
+// Transactions nest up to three deep, each level throwing or not, and every level stores
+// batches, sets the collection alias, finds, subscribes and drops holders. The model tells
+// entities apart by incarnation (`MStored.generation`): a rollback takes out what its body
+// created, and a handle made on such an entity reports `isRemoved` afterwards, even when the
+// same id exists again.
 
 // MARK: The map's models
 
@@ -151,6 +157,10 @@ struct MStored {
   /// Per nested-entity property: the ids of its children, `nil` for an absent optional.
   var slots: [[MKey]?]
   var stamp: Stamp = .nan
+  /// Which incarnation of the entity this is: a new one each time the id is created anew (after
+  /// a removal, a release or a rollback of its creation), so that a handle on an older one is
+  /// told apart.
+  var generation = 0
 }
 
 /// A holder the test keeps: a handle on an entity, a batch, or an alias.
@@ -163,9 +173,22 @@ enum MTarget: Equatable {
 
 struct MHandle {
   var target: MTarget
+  /// Which handle this is, for as long as the run lasts: transactions save and restore handles
+  /// by it, since holders are dropped in their bodies.
+  var id = 0
+  /// The incarnation of each entity the handle follows: one for an entity, one per element of
+  /// a batch, none for an alias.
+  var generations: [Int] = []
+  /// For a batch: what it was stored with, which a rollback of the body that stored it gives
+  /// back, less what no longer exists.
+  var origin: [(key: MKey, generation: Int)] = []
   /// The entity's last value once it was removed; its handle keeps showing it.
   var removedValue: String?
   var isRemoved: Bool { removedValue != nil }
+  /// `removedValue` of a handle on an entity that a rollback took out: the contract says it is
+  /// removed, not which of its uncommitted values it keeps.
+  static let rolledBack = "<rolled back>"
+
   /// The handle's value, rendered, and whether it reports `isRemoved`.
   let read: () -> (value: String, isRemoved: Bool)
   /// Subscribes, appending each delivered value, rendered.
@@ -176,8 +199,32 @@ struct MHandle {
   var lastTold: String?
 }
 
+extension MHandle {
+  /// Keeps the elements of a batch for which `keep` is true, with their incarnations.
+  mutating func keepElements(_ keep: (MKey, Int) -> Bool) {
+    guard case .batch(let keys) = target else { return }
+    let kept = zip(keys, generations).filter { keep($0.0, $0.1) }
+    target = .batch(kept.map(\.0))
+    generations = kept.map(\.1)
+  }
+}
+
+/// What a transaction level restores when it throws: the model, and each holder as it was.
+struct MLevel {
+  let model: MModel
+  let handles: [Int: (target: MTarget, generations: [Int], removedValue: String?)]
+
+  init(model: MModel, handles: [MHandle]) {
+    self.model = model
+    self.handles = Dictionary(
+      uniqueKeysWithValues: handles.map { ($0.id, ($0.target, $0.generations, $0.removedValue)) })
+  }
+}
+
 struct MModel {
   var entities: [MKey: MStored] = [:]
+  /// The last incarnation handed out; never rolled back.
+  var lastGeneration = 0
   var star: (value: MKey?, stamp: Stamp) = (nil, .nan)
   var team: (value: [MKey]?, stamp: Stamp) = (nil, .nan)
 
@@ -330,6 +377,12 @@ extension MModel {
       guard accepted else { continue }
       var stored = MStored(own: own, slots: Self.slotKeys(slots))
       stored.stamp = entities[key]?.stamp ?? .nan
+      if let existing = entities[key] {
+        stored.generation = existing.generation
+      } else {
+        lastGeneration += 1
+        stored.generation = lastGeneration
+      }
       if let stamp, !stamp.isNaN { stored.stamp = stamp }
       entities[key] = stored
     }
@@ -574,6 +627,11 @@ final class ModelRun {
   let seed: UInt64
   var step = 0
   var failed = false
+  /// The last `MHandle.id` handed out.
+  var lastHandleID = 0
+  /// The state when the outermost transaction under way began: what a subscription opened
+  /// in its body is told against at commit.
+  var writeStart: MLevel?
 
   init(seed: UInt64) {
     self.seed = seed
@@ -658,7 +716,7 @@ extension ModelRun {
   }
 
   /// Stores a batch of leaves or books; returns the batch handle.
-  func storeBatch() -> MHandle {
+  func storeBatch(in transaction: IdentityMap.Transaction? = nil) -> MHandle {
     let kind = random.pick([MKind.leaf, .book])
     let payloads = (0..<random.int(0..<4)).map { _ in MValues.payload(kind, &random) }
     let stamp = stamp()
@@ -667,12 +725,16 @@ extension ModelRun {
     let target = MTarget.batch(payloads.map(\.key))
     let handle: MHandle
     if kind == .leaf {
-      let observer = map.store(payloads.map(MValues.leaf), modifiedAt: stamp)
+      let leaves = payloads.map(MValues.leaf)
+      let observer =
+        transaction?.store(leaves, modifiedAt: stamp) ?? map.store(leaves, modifiedAt: stamp)
       handle = MHandle(
         target: target, read: { (MValues.render(observer.value), false) },
         observe: { told in observer.observe { told.append(MValues.render($0)) } })
     } else {
-      let observer = map.store(payloads.map(MValues.book), modifiedAt: stamp)
+      let books = payloads.map(MValues.book)
+      let observer =
+        transaction?.store(books, modifiedAt: stamp) ?? map.store(books, modifiedAt: stamp)
       let render: @Sendable ([MBook]) -> String = { books in
         "[" + books.map(MValues.render).joined(separator: ", ") + "]"
       }
@@ -783,8 +845,8 @@ extension ModelRun {
         if handles[index].removedValue == nil, let value = last[key] {
           handles[index].removedValue = value
         }
-      case .batch(let keys):
-        handles[index].target = .batch(keys.filter { last[$0] == nil })
+      case .batch:
+        handles[index].keepElements { key, _ in last[key] == nil }
       case .star, .team:
         break
       }
@@ -803,11 +865,16 @@ extension ModelRun {
     writeAlias(star: true, [payload], stamp: stamp)
   }
 
-  func setTeam() {
+  func setTeam(in transaction: IdentityMap.Transaction? = nil) {
     let payloads = (0..<random.int(0..<3)).map { _ in MValues.payload(.leaf, &random) }
     let stamp = stamp()
     note("team = \(payloads.map(MValues.describe)) \(describe(stamp))")
-    map.store(payloads.map(MValues.leaf), named: .modelTeam, modifiedAt: stamp)
+    let leaves = payloads.map(MValues.leaf)
+    if let transaction {
+      transaction.store(leaves, named: .modelTeam, modifiedAt: stamp)
+    } else {
+      map.store(leaves, named: .modelTeam, modifiedAt: stamp)
+    }
     writeAlias(star: false, payloads, stamp: stamp)
   }
 
@@ -859,29 +926,77 @@ extension ModelRun {
     if accepted, let stamp, !stamp.isNaN { model.star.stamp = stamp }
   }
 
-  func transaction() {
+  /// A transaction of a few random steps, which may open transactions of their own, down to
+  /// `depth` 3, and which throws at the end now and then. A level that throws rolls the model
+  /// back as the map must: to its state when the level began, the holders made before then as
+  /// they were, and the holders made in the body following what survives.
+  func transaction(depth: Int = 1) {
     let throwing = random.chance(0.3)
-    note("transaction\(throwing ? ", throwing" : "") {")
-    let saved = (model, handles.map { ($0.target, $0.removedValue) })
+    let indent = String(repeating: "  ", count: depth - 1)
+    note("\(indent)transaction\(throwing ? ", throwing" : "") {")
+    let start = MLevel(model: model, handles: handles)
+    if depth == 1 { writeStart = start }
     do {
       try map.transaction { transaction in
-        for _ in 0..<random.int(1..<4) {
-          switch random.int(0..<4) {
-          case 0: storeEntity(random.pick(MKind.allCases), in: transaction)
-          case 1: updateLeaf(in: transaction)
-          case 2: remove(in: transaction)
-          default: setStar(in: transaction)
-          }
-        }
+        for _ in 0..<random.int(1..<5) { stepInside(transaction, depth: depth) }
         if throwing { throw MThrown() }
       }
     } catch {
-      model = saved.0
-      for index in handles.indices {
-        (handles[index].target, handles[index].removedValue) = saved.1[index]
+      rollBack(to: start)
+    }
+    if depth == 1 { writeStart = nil }
+    note("\(indent)}")
+  }
+
+  /// One random step inside a transaction body at `depth`.
+  func stepInside(_ transaction: IdentityMap.Transaction, depth: Int) {
+    switch random.int(0..<100) {
+    case 0..<16: keep(storeEntity(random.pick(MKind.allCases), in: transaction))
+    case 16..<24: keep(storeBatch(in: transaction))
+    case 24..<31: updateLeaf(in: transaction)
+    case 31..<35: updateBook()
+    case 35..<42: remove(in: transaction)
+    case 42..<47: setStar(in: transaction)
+    case 47..<52: setTeam(in: transaction)
+    case 52..<59: find()
+    case 59..<63: findAlias()
+    case 63..<71: subscribe()
+    case 71..<74: cancel()
+    case 74..<82: dropHandle()
+    case 82..<84: removeAll()
+    default: if depth < 3 { self.transaction(depth: depth + 1) } else { find() }
+    }
+  }
+
+  /// Puts the model back as it was when `start` began, and the holders made before then; a
+  /// holder made in the body keeps following what survives: an entity it holds is removed
+  /// unless the same incarnation is back, and a batch shows those of the entities it was
+  /// stored with that are.
+  func rollBack(to start: MLevel) {
+    let lastGeneration = model.lastGeneration
+    model = start.model
+    model.lastGeneration = lastGeneration
+    for index in handles.indices {
+      if let saved = start.handles[handles[index].id] {
+        handles[index].target = saved.target
+        handles[index].generations = saved.generations
+        handles[index].removedValue = saved.removedValue
+        continue
+      }
+      switch handles[index].target {
+      case .entity(let key):
+        let survives = model.entities[key]?.generation == handles[index].generations.first
+        handles[index].removedValue = survives ? nil : MHandle.rolledBack
+      case .batch:
+        let kept = handles[index].origin.filter {
+          model.entities[$0.key]?.generation == $0.generation
+        }
+        handles[index].target = .batch(kept.map(\.key))
+        handles[index].generations = kept.map(\.generation)
+      case .star, .team:
+        break
       }
     }
-    note("}")
   }
 
   func expect(_ condition: Bool, _ message: @autoclosure () -> String) {
@@ -903,7 +1018,7 @@ extension ModelRun {
     note("find \(key)")
     if let handle = entityHandle(key) {
       expect(model.entities[key] != nil, "find \(key) found what the model does not have")
-      handles.append(handle)
+      hold(handle)
     }
   }
 
@@ -912,13 +1027,13 @@ extension ModelRun {
     note("find alias \(star ? "star" : "team")")
     if star {
       let observer = map.find(named: .modelStar)
-      handles.append(
+      hold(
         MHandle(
           target: .star, read: { (observer.value.map(MValues.render) ?? "nil", false) },
           observe: { told in observer.observe { told.append($0.map(MValues.render) ?? "nil") } }))
     } else {
       let observer = map.find(named: .modelTeam)
-      handles.append(
+      hold(
         MHandle(
           target: .team, read: { (observer.value.map(MValues.render) ?? "nil", false) },
           observe: { told in observer.observe { told.append($0.map(MValues.render) ?? "nil") } }))
@@ -938,7 +1053,7 @@ extension ModelRun {
         using: &random)
     else { return }
     note("observe handle \(index) on \(handles[index].target)")
-    handles[index].lastTold = expectedValue(of: handles[index])
+    handles[index].lastTold = toldBefore(handles[index])
     handles[index].subscription = handles[index].observe(handles[index].received)
   }
 
@@ -954,6 +1069,25 @@ extension ModelRun {
   }
 
   // MARK: Checks
+
+  /// What a subscription opened on `handle` now is told against when the write commits: the
+  /// value now, or inside a transaction, the value committed before it began (`nil` for what
+  /// did not exist then), since nothing uncommitted is ever delivered.
+  func toldBefore(_ handle: MHandle) -> String? {
+    guard let start = writeStart else { return expectedValue(of: handle) }
+    if let saved = start.handles[handle.id] {
+      return saved.removedValue ?? start.model.render(saved.target)
+    }
+    switch handle.target {
+    case .entity(let key):
+      guard start.model.entities[key]?.generation == handle.generations.first else { return nil }
+      return start.model.render(key)
+    case .batch:
+      return nil
+    case .star, .team:
+      return start.model.render(handle.target)
+    }
+  }
 
   /// What a handle must show now.
   func expectedValue(of handle: MHandle) -> String {
@@ -991,7 +1125,8 @@ extension ModelRun {
       let (value, isRemoved) = handle.read()
       let expected = expectedValue(of: handle)
       expect(
-        value == expected, "handle \(index) on \(handle.target) shows \(value), not \(expected)")
+        value == expected || expected == MHandle.rolledBack,
+        "handle \(index) on \(handle.target) shows \(value), not \(expected)")
       if case .entity = handle.target {
         expect(isRemoved == handle.isRemoved, "handle \(index): isRemoved is \(isRemoved)")
       }
@@ -1043,7 +1178,22 @@ extension ModelRun {
 
   /// Keeps a handle a store returned, sometimes.
   func keep(_ handle: MHandle) {
-    if random.chance(0.35) { handles.append(handle) }
+    if random.chance(0.35) { hold(handle) }
+  }
+
+  /// Keeps `handle`, numbered, with the incarnations of what it follows.
+  func hold(_ handle: MHandle) {
+    var handle = handle
+    lastHandleID += 1
+    handle.id = lastHandleID
+    switch handle.target {
+    case .entity(let key): handle.generations = [model.entities[key]?.generation ?? -1]
+    case .batch(let keys):
+      handle.generations = keys.map { model.entities[$0]?.generation ?? -1 }
+      handle.origin = Array(zip(keys, handle.generations))
+    case .star, .team: handle.generations = []
+    }
+    handles.append(handle)
   }
 }
 

@@ -163,11 +163,15 @@ extension _MapCore {
   func storeList<T: Identifiable & Sendable>(_ entities: [T], stamp: Stamp?) -> _ListNode<T> {
     let list = _ListNode(value: entities, schema: .list(of: T.self))
     adopt(list)
+    let record = journal.entries.count
     touchCreated(list)
     mark(list, .fresh)
     if !storeLeaves(entities, into: list, stamp: stamp) {
       writeTree(into: list, payload: entities, stamp: stamp, call: stamp)
     }
+    // NB: inside a transaction, the record keeps the entities the list was stored with: a
+    // rollback shows those of them that still exist (see `rollBack(to:)`).
+    if journal.level > 0 { journal.entries[record].links = list.children }
     return list
   }
 

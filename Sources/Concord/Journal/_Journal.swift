@@ -22,14 +22,13 @@ struct _JournalEntry {
   /// The node's `journalMark` before this record: 0 when this is the write's first record of
   /// the node, which holds its state before the write.
   @usableFromInline let previousMark: UInt8
-  /// How many transactions were open when the record was made.
-  @usableFromInline let level: Int32
   /// Where the value was saved in the node type's stash; `created` for a node the write
   /// created, `notSaved` when nothing needed the value.
   @usableFromInline let saved: Int32
   @usableFromInline let stamp: Stamp
-  /// The links, saved inside a transaction only: nothing else restores them.
-  @usableFromInline let links: [_ChildLink]?
+  /// The links, saved inside a transaction only: nothing else restores them. For a batch list
+  /// the write created, the entities it was stored with (see `_MapCore.storeList`).
+  @usableFromInline var links: [_ChildLink]?
   /// `.registered`, `.removed` and `.anchored`, as they were.
   @usableFromInline let flags: _NodeFlags
   /// Whether the node was stored: see `_AnyNode.isPresent`.
@@ -42,12 +41,11 @@ struct _JournalEntry {
 
   @inlinable
   init(
-    node: _AnyNode, previousMark: UInt8, level: Int32, saved: Int32, stamp: Stamp,
+    node: _AnyNode, previousMark: UInt8, saved: Int32, stamp: Stamp,
     links: [_ChildLink]?, flags: _NodeFlags, wasPresent: Bool
   ) {
     self.node = node
     self.previousMark = previousMark
-    self.level = level
     self.saved = saved
     self.stamp = stamp
     self.links = links
@@ -164,7 +162,7 @@ extension _MapCore {
     node.s.journalMark = journal.mark
     journal.entries.append(
       _JournalEntry(
-        node: node, previousMark: previousMark, level: journal.level, saved: saved,
+        node: node, previousMark: previousMark, saved: saved,
         stamp: node.s.stamp, links: journal.level > 0 ? node.children : nil,
         flags: saved == _JournalEntry.created ? [] : flags, wasPresent: wasPresent))
   }
@@ -211,16 +209,16 @@ extension _MapCore {
   /// Closes the innermost transaction and restores every node it touched, newest first.
   ///
   /// Entities it created leave the map, and their handles report `isRemoved`. A batch handle it
-  /// created keeps the elements that still exist, like a batch handle whose elements were
-  /// removed.
+  /// created shows those of the entities it was stored with that exist after the rollback,
+  /// as a batch handle made before the transaction shows its own.
   func rollBack(to savepoint: _Savepoint) {
-    var createdLists: [_AnyNode] = []
+    var createdLists: [(list: _AnyNode, links: [_ChildLink])] = []
     while journal.entries.count > savepoint.entries {
       let entry = journal.entries.removeLast()
       let node = entry.node
       node.s.journalMark = entry.previousMark
       if entry.saved == _JournalEntry.created && node.s.flags.contains(.list) {
-        createdLists.append(node)
+        createdLists.append((node, entry.links ?? []))
         continue
       }
       restore(entry)
@@ -233,7 +231,7 @@ extension _MapCore {
     if let persistence, persistence.current.count > savepoint.persisted {
       persistence.current.removeSubrange(savepoint.persisted...)
     }
-    for list in createdLists { dropChildrenNotPresent(of: list) }
+    for (list, links) in createdLists { restoreCreated(list, links: links) }
     // NB: cycle numbers are not journaled: the links put back may close cycles again whose
     // members the transaction had numbered apart; number them afresh.
     if !scratch.cycleRoots.isEmpty {
@@ -275,12 +273,20 @@ extension _MapCore {
     if wasAnchored != node.s.flags.contains(.anchored) { setAnchor(node, wasAnchored) }
   }
 
-  /// Drops from a batch list the elements that are no longer in the map, and shows the
-  /// restored values of the others.
-  private func dropChildrenNotPresent(of list: _AnyNode) {
-    touch(list)
+  /// Puts a batch list the rolled-back transaction created back to the entities it was
+  /// stored with (`links`), keeps those still in the map, and shows their restored values.
+  ///
+  /// The list outlives the rollback (its handle holds it), but it did not exist before the
+  /// transaction, nor before the enclosing one: the record it gets there says so (created),
+  /// with the entities it keeps, so that a rollback of the enclosing transaction does the same
+  /// again. NB: a record of the state the body left, handed to the enclosing level, would have
+  /// that rollback link the list back to entities this one took out, which are freed once the
+  /// write ends.
+  private func restoreCreated(_ list: _AnyNode, links: [_ChildLink]) {
+    relink(list, to: links)
+    list.materialize(self)
     let gone = list.children.indices.filter { !list.children[$0].child.isPresent }
     if !gone.isEmpty { relink(list, to: list.dropChildren(atSlots: gone, self)) }
-    list.materialize(self)
+    touchCreated(list)
   }
 }

@@ -497,7 +497,7 @@ extension _MapCore {
     for loaded in scratch.loaded {
       journal.entries.append(
         _JournalEntry(
-          node: loaded, previousMark: 0, level: journal.level, saved: loaded.saveValue(self),
+          node: loaded, previousMark: 0, saved: loaded.saveValue(self),
           stamp: loaded.s.stamp, links: journal.level > 0 ? loaded.children : nil,
           flags: loaded.s.flags.intersection([.registered, .removed, .anchored]),
           wasPresent: true))

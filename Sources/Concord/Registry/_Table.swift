@@ -358,7 +358,16 @@ final class _ListNode<T: Identifiable & Sendable>: _Node<[T]> {
   @inlinable
   init(value: [T], schema: _Schema<[T]>) {
     listSchema = schema
-    rebuild = { list in list._rebuildFromChildren(schema: list.listSchema) }
+    rebuild = { list in
+      // NB: a list links each of its elements, in order. Only a rollback that gives a list
+      // back the entities it was stored with (`_MapCore.restoreCreated`) leaves it with
+      // another number of elements than links: the value is then made from the links.
+      guard list.value.count == list.children.count else {
+        list.value = list.children.map { _Node<T>._value(of: $0.child) }
+        return
+      }
+      list._rebuildFromChildren(schema: list.listSchema)
+    }
     super.init(value: value, flags: .list)
   }
 
