@@ -388,13 +388,15 @@ extension MModel {
     }
   }
 
-  /// Whether an occurrence applies, and if not, whether it is a quiet no-op (its value, merged,
-  /// is the stored one) rather than a stale write.
+  /// Whether an occurrence applies, and if not, whether it is a quiet no-op (its stamp equals
+  /// the stored one and its value, merged, is the stored one) rather than a stale write.
   private func verdict(_ payload: MPayload, stamp: Stamp?) -> (accepted: Bool, quiet: Bool) {
     guard case .entity(let key, let own, let slots) = payload, let stored = entities[key] else {
       return (true, false)
     }
     if Self.admits(stored.stamp, stamp) { return (true, false) }
+    // An older stamp is stale whatever the value: only an equal one is compared (merged first).
+    guard stamp == stored.stamp else { return (false, false) }
     let merged = Self.merged(own, into: stored.own, kind: key.kind)
     return (false, merged == stored.own && Self.slotKeys(slots) == stored.slots)
   }

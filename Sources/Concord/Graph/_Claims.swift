@@ -188,15 +188,19 @@ extension _MapCore {
 
   /// What the stamp says about writing `payload`, stamped `stamp`, into `node`.
   ///
-  /// An equal stamp applies when the type accepts equal stamps. Otherwise a write the stamp
-  /// refuses is a quiet no-op when the value (merged, for a `Mergeable` type) is `==` to the
-  /// stored one, since refusing it loses nothing, and stale, refused and logged, when it is
-  /// not. An aggregate's own fields are compared, without its nested entities: those are
-  /// written on their own stamps anyway, and a refetched page nesting stubs is no change.
+  /// A newer stamp (or none) applies. An older one, NaN included, is stale: refused and
+  /// logged, whatever the value, and never merged. Only a stamp equal to the stored one is
+  /// compared with the stored value: it applies when the type accepts equal stamps; otherwise
+  /// it is a quiet no-op when the value (merged first, for a `Mergeable` type) is `==` to the
+  /// stored one, since refusing it loses nothing, and stale when it is not. An aggregate's own
+  /// fields are compared, without its nested entities: those are written on their own stamps
+  /// anyway, and a refetched page nesting stubs is no change.
   @inlinable
   func verdict<V>(_ node: _Node<V>, _ payload: V, _ schema: _Schema<V>, stamp: Stamp?) -> _Verdict {
     if node.admits(stamp) { return .accepted }
-    if schema.acceptsEqualStamps && stamp == node.s.stamp { return .accepted }
+    // NB: refused, so `stamp` is a number and the node has one; NaN equals nothing.
+    guard stamp == node.s.stamp else { return .stale }
+    if schema.acceptsEqualStamps { return .accepted }
     let merged = schema.merge.map { $0(payload, node.value) } ?? payload
     return schema.ownFieldsEqual(node.value, merged) ? .unchanged : .stale
   }
@@ -253,7 +257,13 @@ extension _MapCore {
         guard !loses || (schema.merge != nil && schema.isLeaf) else { return }
         let stamp = schema.stamp(of: child, call: scratch.stamp)
         let payload = table.stash.append(child, self)
-        let verdict = verdict(node, child, schema, stamp: stamp)
+        var verdict = verdict(node, child, schema, stamp: stamp)
+        // NB: an `update` (the only write whose claims merge from below the root) hands its
+        // body the stored value: a nested entity the body left bit for bit as stored is not
+        // a write, and the older stamp its value may carry is no stale write to log.
+        if verdict == .stale && scratch.mergeFromDepth > 0 && _identical(node.value, child) {
+          verdict = .unchanged
+        }
         if loses {
           chainLoser(node, payload: payload, verdict: verdict, stamp: stamp)
         } else {

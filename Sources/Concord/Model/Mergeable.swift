@@ -21,7 +21,10 @@
 /// `update`, whose body already starts from the stored value (entities nested in the result of
 /// an `update` are merged as by `store`).
 ///
-/// - The stamp check comes first: a stale value is refused before any merge (see ``Stamped``).
+/// - The stamp check comes first. A value stamped older than the stored one is refused and
+///   logged without any merge, whatever it holds. Only a value whose stamp equals the stored
+///   one is merged, to be compared: `==` to the stored value, it is a quiet no-op, otherwise it
+///   is refused and logged (see ``Stamp``).
 /// - The merged value then goes through `Equatable` dedupe like any write.
 /// - When one write holds the entity more than once, every occurrence is merged: the losing
 ///   ones first, the winning one (see "One write, many occurrences" in <doc:Aggregates>) last,

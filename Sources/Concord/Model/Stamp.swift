@@ -20,9 +20,11 @@
 /// | `t` (a number) | applies, `t` is recorded | applies and records `t` only if `t > s` |
 /// | `.nan` | applies, nothing is recorded | discarded (and logged) |
 ///
-/// A write stamped exactly `s` is discarded too, unless its value is `==` to the stored one,
-/// which is a quiet no-op (a refetch of unchanged data), or its type accepts equal stamps
-/// (``Stamped/acceptsEqualStamps``).
+/// A write stamped older than `s` (or NaN) is discarded and logged whatever its value, before
+/// any ``Mergeable/merge(_:into:)``. A write stamped exactly `s` is the one compared with the
+/// stored value (merged into it first, for a ``Mergeable`` type): `==` to it, it is a quiet
+/// no-op (a refetch of unchanged data); otherwise it is discarded and logged, unless its type
+/// accepts equal stamps (``Stamped/acceptsEqualStamps``).
 ///
 /// Infinities are ordinary numbers here: `-.infinity` is older than every finite stamp, and once
 /// `+.infinity` is recorded every later stamped write to that entity is discarded.

@@ -33,7 +33,8 @@ public protocol Stamped {
   var stamp: Stamp? { get }
   /// Whether a value whose stamp equals the stored one applies (the later arrival wins), for
   /// servers whose timestamps have one-second resolution. The default is `false`: an equal
-  /// stamp is refused, unless the value is `==` to the stored one, which is a quiet no-op.
+  /// stamp is refused, unless the value (merged first, for a ``Mergeable`` type) is `==` to the
+  /// stored one, which is a quiet no-op. An older stamp is refused whatever the value.
   static var acceptsEqualStamps: Bool { get }
 }
 
