@@ -191,6 +191,14 @@ final class _MapCore: @unchecked Sendable {
   }
 
   /// Ends the outermost write: commits, releases the lock, then logs and delivers.
+  ///
+  /// NB: this may free the map, on its own stack. When the write gave back the last hold that
+  /// pinned the map (see `unpin()`), `outcome` carries the map's retain of itself, and the
+  /// caller may have reached the map unretained (a handle's deinit does), so that retain is
+  /// the map's last: the map goes with `outcome`. So `outcome` is released by the last
+  /// statement below, and neither this method nor any caller touches `self` after it returns.
+  /// `MapTeardownTests` drops the last handle of a map from a callback, a deinit and a
+  /// transaction body, under AddressSanitizer in CI.
   @usableFromInline
   func endWrite() {
     guard
@@ -214,6 +222,8 @@ final class _MapCore: @unchecked Sendable {
     lock.unlock()
     outcome.run(logger: logger, deliveryLock: deliveryLock)
     if !deferredLayers.isEmpty { endDeferredLayers(deferredLayers) }
+    // NB: the map's last use here: see above.
+    withExtendedLifetime(outcome) {}
   }
 
   /// Publishes the write's changes, settles lifetimes, and forgets the write.

@@ -54,7 +54,9 @@ enum _VisitMode: UInt8 {
 /// One write's claim on one node: an occurrence of that entity in the written value.
 @usableFromInline
 struct _Claim {
-  /// NB: unowned(unsafe): during a pass, tables, the journal and the caller keep nodes alive.
+  /// NB: unowned(unsafe), by rules 2 and 3 of `_Lifetime.swift`: a claimed entity is in its
+  /// table for the whole pass (a pass drops no node), and the root of a write (a list, an alias
+  /// slot) is held by its caller, the alias table or an adoption.
   @usableFromInline unowned(unsafe) let node: _AnyNode
   /// The distance from the root of the write.
   @usableFromInline let depth: Int32
@@ -89,7 +91,8 @@ struct _Scratch {
   @usableFromInline var claims: [_Claim] = []
   /// Links found while expanding claims; each claim names its range.
   @usableFromInline var links: [_ChildLink] = []
-  /// Every node whose pass bits were set, to clear them when the pass ends.
+  /// Every node whose pass bits were set, to clear them when the pass ends. NB: unretained, as
+  /// `_Claim.node`: the pass ends before its write can free any of them (rule 3).
   @usableFromInline var marked: [Unmanaged<_AnyNode>] = []
   /// Children the pass linked that may close a cycle; see `_Cycles.swift`.
   @usableFromInline var cycleRoots: [_AnyNode] = []
@@ -120,7 +123,7 @@ struct _Scratch {
   @usableFromInline var allowsShallowWrites = true
   /// Buffers reused from pass to pass, each empty between uses: the nodes a pass wrote, and the
   /// settle's walk (see `_Settle.swift`). Allocating them was a good share of a small
-  /// aggregate's write.
+  /// aggregate's write. NB: unretained, as `_Claim.node`.
   @usableFromInline var seeds: [Unmanaged<_AnyNode>] = []
   var postorder: [Unmanaged<_AnyNode>] = []
   var walk: [(node: Unmanaged<_AnyNode>, nextParent: Int)] = []
@@ -147,7 +150,8 @@ struct _Scratch {
 /// The links of one claim, read in place from the pass's `links` buffer.
 ///
 /// NB: a slice of the buffer would retain it, an atomic operation per claim applied; the core
-/// is borrowed for each read, which an unowned reference would retain.
+/// is borrowed for each read, which an unowned reference would retain. It lives only for one
+/// relink in a pass of that core, whose caller holds the map (rule 6 of `_Lifetime.swift`).
 @usableFromInline
 struct _ScratchLinks: RandomAccessCollection {
   @usableFromInline let core: Unmanaged<_MapCore>
@@ -324,7 +328,7 @@ extension _MapCore {
       scratch.depth += 1
       for index in levelStart..<levelEnd where isWinner(index) {
         let start = scratch.links.count
-        // NB: borrowed, not retained: the claims keep their nodes for the whole pass.
+        // NB: borrowed, not retained: a claimed node stays for the whole pass (`_Claim.node`).
         Unmanaged.passUnretained(scratch.claims[index].node)._withUnsafeGuaranteedRef { node in
           // NB: a leaf has nothing to merge before expansion, no children and nothing to
           // expand, and asking is a virtual call each: its claim keeps its empty range of links.
@@ -351,8 +355,8 @@ extension _MapCore {
     // NB: an alias is logged as set after the entities it names are logged as stored.
     var alias: (node: _AnyNode, stamp: Stamp?)?
     for index in scratch.claims.indices where isWinner(index) {
-      // NB: borrowed, not retained, and the claim read field by field rather than copied: the
-      // claims keep their nodes for the whole pass.
+      // NB: borrowed, not retained, and the claim read field by field rather than copied: a
+      // claimed node stays for the whole pass (`_Claim.node`).
       Unmanaged.passUnretained(scratch.claims[index].node)._withUnsafeGuaranteedRef { node in
         if node.s.flags.contains(.mergeable) { node.mergeClaims(index, self, atExpansion: false) }
         // NB: a node the pass created is never identical to its claim; asking is a virtual call.

@@ -28,7 +28,8 @@
 /// The state of one materialization: the cycle being unfolded and whether a cut is being made.
 @usableFromInline
 final class _Materializer {
-  /// NB: unowned(unsafe): a materializer lives only inside a write of `core`.
+  /// NB: unowned(unsafe): a materializer lives only inside a write of `core`, whose caller
+  /// holds the map (rule 6 of `_Lifetime.swift`).
   @usableFromInline unowned(unsafe) let core: _MapCore
   /// The cycle number of the node being materialized.
   @usableFromInline let cycle: Int
@@ -61,6 +62,7 @@ extension _Node {
   /// begins the optional's storage.
   @inlinable
   static func _holdsValue(of node: _AnyNode, at slot: UnsafePointer<Value>) -> Bool {
+    // NB: borrowed (rule 7 of `_Lifetime.swift`): `node` is a child the caller links (rule 4).
     Unmanaged.passUnretained(node)._withUnsafeGuaranteedRef {
       withUnsafePointer(to: &unsafeDowncast($0, to: _Node<Value>.self).value) {
         _identical(at: $0, slot)

@@ -58,6 +58,7 @@ extension _MapCore {
       mark(parent, .patched)
       seeds.append(parent)
     }
+    // NB: unretained: the survivors are in the map (rules 2 and 6 of `_Lifetime.swift`).
     settle(from: seeds.map(Unmanaged.passUnretained))
     endPass()
     if layers.isActive { removalPatched(seeds) }

@@ -19,7 +19,8 @@ extension _MapCore {
   /// rebuilt too (see `_Materialize.swift`); any other patched node was patched in place. Each
   /// written node then patches its own parents.
   ///
-  /// The seeds are unretained: the pass drops no node (purges wait for the commit).
+  /// The seeds are unretained (rules 2 and 3 of `_Lifetime.swift`): the pass drops no node
+  /// (purges wait for the commit), and one a write takes out waits in the graveyard.
   @usableFromInline
   func settle(from seeds: [Unmanaged<_AnyNode>]) {
     // NB: the walk's buffers are the scratch's, taken out while in use: allocating them was a
@@ -65,7 +66,8 @@ extension _MapCore {
     guard let first = node.s.firstParent else { return false }
     var goesFurther = patch(parent: first, goesFurther: false)
     guard node.s.extras != nil else { return goesFurther }
-    // NB: the other parents by index, the extras borrowed: copying the array would retain it.
+    // NB: the other parents by index, the extras borrowed (rule 7: the node keeps them): copying
+    // the array would retain it.
     // The count is read each time, though a patch never adds or removes a parent.
     let extras = Unmanaged.passUnretained(node.s.extras.unsafelyUnwrapped)
     var index = 0
@@ -82,7 +84,8 @@ extension _MapCore {
   /// returns whether a parent goes further: `goesFurther`, if an earlier one did, or this one.
   @inline(__always)
   private func patch(parent reference: _ParentRef, goesFurther: Bool) -> Bool {
-    // NB: the parent borrowed: retaining it is an atomic operation per parent of a fan-out.
+    // NB: the parent borrowed (rules 5 and 7): retaining it is an atomic operation per parent
+    // of a fan-out.
     Unmanaged.passUnretained(reference.parent)._withUnsafeGuaranteedRef { parent in
       let goesFurther =
         goesFurther || parent.hasParents || parent.cycle != 0
@@ -102,8 +105,9 @@ extension _MapCore {
   /// empty) so that long chains cannot overflow the thread's stack. In a cycle, the order among
   /// its nodes follows the walk.
   ///
-  /// The nodes are unretained: the pass drops no node (purges wait for the commit), and a
-  /// retain and a release per node and per link were a good share of a small aggregate's write.
+  /// The nodes are unretained: the pass drops no node (purges wait for the commit), parents are
+  /// there while linked (rule 5 of `_Lifetime.swift`), and a retain and a release per node and
+  /// per link were a good share of a small aggregate's write.
   ///
   /// - Complexity: O(ancestors and their links).
   func topologicalOrder(

@@ -94,6 +94,7 @@ extension _MapCore {
       if scratch.shallow.blocked == .nestsEntities { root.table.nestsAggregates = true }
       scratch.shallow = _ShallowState()
       for link in scratch.links {
+        // NB: borrowed (rule 7 of `_Lifetime.swift`): the walk's nodes are in their tables.
         Unmanaged.passUnretained(link.child)._withUnsafeGuaranteedRef {
           $0.s.bits.subtract(.offered)
         }
@@ -147,6 +148,7 @@ extension _MapCore {
     scratch.mode = mode
     for index in schema.erasedAccessors.indices {
       scratch.accessor = Int32(index)
+      // NB: borrowed (rule 7): the schema keeps its accessors.
       Unmanaged.passUnretained(schema.accessor(Int32(index)))._withUnsafeGuaranteedRef {
         $0.forEachChild(payload, self)
       }
@@ -168,6 +170,7 @@ extension _MapCore {
         "Concord: a nested entity's key path gave different entities on two reads of one value")
       let link = scratch.links[cursor]
       scratch.shallow.cursor += 1
+      // NB: borrowed (rule 7): the walk's nodes are in their tables (rule 2).
       Unmanaged.passUnretained(link.child)._withUnsafeGuaranteedRef { erased in
         let node = unsafeDowncast(erased, to: _EntityNode<C>.self)
         precondition(

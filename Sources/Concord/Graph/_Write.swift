@@ -44,7 +44,7 @@ extension _MapCore {
   }
 
   /// The node of `value`'s entity, registered fresh if the map has none, unretained: the table
-  /// holds it.
+  /// holds it (rule 2 of `_Lifetime.swift`).
   ///
   /// A fresh node holds nothing yet; unless a parent links it or a handle is made, it is purged
   /// when the write ends. It is marked fresh for the pass about to write it.
@@ -191,7 +191,8 @@ extension _MapCore {
       let schema = table.schema
       guard schema.isLeaf, table.persisted == nil, scratch.mode == .claiming else { return false }
       // The walk: each entity's node, created if the map has none. `offered` marks the ones
-      // met, as a claim would.
+      // met, as a claim would. NB: unretained, here and in `seeds`: the table holds them for the
+      // whole write (rules 2 and 3 of `_Lifetime.swift`).
       var nodes: [Unmanaged<_EntityNode<T>>] = []
       nodes.reserveCapacity(entities.count)
       for value in entities {

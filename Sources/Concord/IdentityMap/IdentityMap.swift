@@ -238,7 +238,8 @@ public final class IdentityMap: Sendable {
 }
 
 extension IdentityMap {
-  /// The public handle on a node whose hold was taken under the lock.
+  /// The public handle on a node whose hold was taken under the lock: the hold keeps the node,
+  /// and so the map (rule 6 of `_Lifetime.swift`).
   @inlinable
   func _observer<Value>(_ held: Unmanaged<_Node<Value>>) -> EntityObserver<Value> {
     EntityObserver(_Handle(core: _core, held: held))

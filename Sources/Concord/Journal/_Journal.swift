@@ -16,8 +16,9 @@
 /// A node's state before a write touched it, at one transaction level.
 @usableFromInline
 struct _JournalEntry {
-  /// NB: unowned(unsafe): every node a write drops (from a table, an alias slot or an adoption)
-  /// goes to the outbox's graveyard, released only after the lock, so it outlives its records.
+  /// NB: unowned(unsafe), by rule 3 of `_Lifetime.swift`: every node a write drops (from a
+  /// table, an alias slot or an adoption) goes to the outbox's graveyard, released only after
+  /// the lock, so it outlives its records, which the commit empties.
   @usableFromInline unowned(unsafe) let node: _AnyNode
   /// The node's `journalMark` before this record: 0 when this is the write's first record of
   /// the node, which holds its state before the write.
@@ -63,8 +64,9 @@ struct _JournalEntry {
 struct _Journal {
   @usableFromInline var entries: [_JournalEntry] = []
   /// The stashes holding this write's saved values and payloads, emptied when it ends.
-  /// NB: unretained: a stash lives in its table, which lives as long as the map, or in a batch
-  /// list node, which a write drops into the graveyard, released after the commit.
+  /// NB: unretained (rules 1 and 3 of `_Lifetime.swift`): a stash lives in its table, which
+  /// lives as long as the map, or in a list, alias or query node, which a write that drops it
+  /// puts in the graveyard, released after the commit has emptied this list.
   @usableFromInline var stashes: [Unmanaged<_AnyStash>] = []
   /// The serial numbers of the open transactions, innermost last.
   @usableFromInline var transactions: [Int] = []

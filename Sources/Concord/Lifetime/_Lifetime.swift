@@ -13,14 +13,53 @@
 // shared map object per `find` and per release: the map holds itself while any node is
 // pinned, that is, while anything but an alias's anchor holds it from outside (see `pin()`).
 // A handle holds its node, so it pins it, and the map outlives every handle.
+//
+// Unretained references. The engine refers to most objects without retaining them (each
+// retain and release is an atomic operation, and a page write makes thousands). Every such
+// reference (`unowned(unsafe)`, `Unmanaged`) relies on one of these rules, which its comment
+// names; `ReferenceLifetimeTests` breaks each rule's guarantee in a way that would touch freed
+// memory, under AddressSanitizer in CI.
+//
+// - Rule 1, tables. A map's tables, and what each owns (its schema, stash, consumers and
+//   persisted type), live as long as the map: `_Registry.tables` only ever grows. The map
+//   outlives every node its graph reaches and every write running on it (rule 6).
+// - Rule 2, slots. A table keeps each node registered in it with a manual retain, given back
+//   when the node leaves the table (into the graveyard, rule 3) or when the table goes.
+// - Rule 3, graveyard. Nothing a write drops is freed before the write ends: a node leaving
+//   its table or its alias slot, an adopted node disowned, a subscriber detached go to
+//   `_Outbox.graveyard`, released after the lock. So what a write lists about a node (journal
+//   records, claims, pass marks, seeds, candidates, stashes) stays valid until its end, and the
+//   write empties those lists before then.
+// - Rule 4, links. A link names a child that is in the map: a removal unlinks the removed
+//   node from its parents and from its children; a purge only takes a node no parent links
+//   (a dead cycle's members unlink one another as they go); a rollback relinks a node only to
+//   what was linked before the transaction, and a batch list it gives back its entities drops
+//   those the rollback took out before the write ends (`restoreCreated`).
+//   `_checkInvariants` verifies that no link names a removed or purged node.
+// - Rule 5, back-references. A node unlinks its children before it leaves the map, so a
+//   child's back-reference never names a parent that is gone.
+// - Rule 6, pins. A handle, a subscription, a query membership and a shadow each hold their
+//   node with an external hold: a node so held stays in its table, or is adopted (a manual
+//   retain) once out of it. The map holds itself while any node is pinned (`pin()`), so a
+//   handle may refer to its map unretained; the map's last release happens at the very end of
+//   `_MapCore.endWrite()`.
+// - Rule 7, borrows. `Unmanaged.passUnretained(x)._withUnsafeGuaranteedRef` lends `x` to a
+//   closure without a retain: `x` is kept for the call by one of the rules above, or by the
+//   caller's own strong reference, and the closure never lets it escape.
+// - Rule 8, consumers. A query holds each member with an external hold (rule 6); an index
+//   files a node only while it is in its table, and forgets it when it is removed (the change
+//   log) or purged (`forget`); an index lives in its type's consumers, which each query on it
+//   keeps (`_QueryNode.consumers`) until it has left the index.
+// - Rule 9, persistence. A persisted type is owned by its map's table and by its persistence
+//   (`_Persistence.types`), so it never outlives the persistence it refers to.
 
 /// What the current write has to settle about lifetimes, and the map's handle count.
 @usableFromInline
 struct _Lifetime {
   /// Nodes that lost their last external hold; see `settleLifetimes`.
-  /// NB: unretained, as the journal's records are: a node the write drops goes to the outbox's
-  /// graveyard, released only after the lock, and candidates are settled before it is. A
-  /// retain and a release per candidate were a share of every node a write creates.
+  /// NB: unretained, as the journal's records are (rule 3): a node the write drops goes to the
+  /// outbox's graveyard, released only after the lock, and candidates are settled before it
+  /// is. A retain and a release per candidate were a share of every node a write creates.
   @usableFromInline var candidates: [Unmanaged<_AnyNode>] = []
   /// Work from deinits that ran while this thread was inside a write, done before it ends.
   @usableFromInline var deferred: [_Deferred] = []
@@ -51,7 +90,7 @@ struct _Lifetime {
 /// What `_MapCore.holdForHandleShared(_:id:)` found.
 @usableFromInline
 enum _SharedHold<Value: Sendable> {
-  /// A new handle's hold on the entity, taken.
+  /// A new handle's hold on the entity, taken: the hold keeps the node (rule 6).
   case held(Unmanaged<_Node<Value>>)
   /// The map has no such entity in memory.
   case absent
@@ -74,6 +113,7 @@ extension _MapCore {
   // MARK: Handles
 
   /// A new handle on `node`: one more external hold, given back when the handle is released.
+  /// The node is returned unretained: that hold keeps it (rule 6).
   ///
   /// NB: every `store` and `find` makes its own handle, rather than sharing one per node. A
   /// shared handle needs a weak reference from the node (so that a `find` racing with the last
@@ -130,6 +170,9 @@ extension _MapCore {
   }
 
   /// `releaseHandle(of:)`'s path under the exclusive lock.
+  ///
+  /// NB: the last hold on the map's last pinned node frees the map at the end of `endWrite()`:
+  /// that call is the last thing this method and its callers do.
   @usableFromInline
   func releaseHandleExclusively(of node: _AnyNode) {
     lock.lock()
@@ -183,7 +226,8 @@ extension _MapCore {
   @usableFromInline
   func unpin() {
     lifetime.pinnedNodes -= 1
-    // NB: the map may only let go of itself after its lock is released, by its last frame.
+    // NB: the map may only let go of itself after its lock is released, at the very end of its
+    // last frame: the retain goes with the outcome, which `endWrite()` releases last.
     if lifetime.pinnedNodes == 0, let retain = lifetime.selfRetain.take() {
       outbox.graveyard.append(retain)
     }
@@ -308,8 +352,8 @@ extension _MapCore {
 
   /// Holds `node` with a manual retain: handles hold nodes unowned, so a node that no table
   /// holds (a batch list, a removed entity still observed) is kept alive by the map while
-  /// anything outside holds it. NB: this spares an atomic retain and release of the node on
-  /// every `find`.
+  /// anything outside holds it (rule 6). NB: this spares an atomic retain and release of the
+  /// node on every `find`.
   @usableFromInline
   func adopt(_ node: _AnyNode) {
     guard !node.s.flags.contains(.adopted) else { return }
@@ -318,7 +362,7 @@ extension _MapCore {
   }
 
   /// Gives back the manual retain of `adopt(_:)`, if any. The node itself is released only after
-  /// the lock, with the outbox.
+  /// the lock, with the outbox (rule 3).
   func disown(_ node: _AnyNode) {
     guard node.s.flags.contains(.adopted) else { return }
     node.s.flags.remove(.adopted)

@@ -15,7 +15,8 @@ struct _ReleaseBuffer {
   /// How many entities it keeps.
   @usableFromInline let capacity: Int
   /// The buffered nodes, by identity, with their ticket. NB: unretained: the node's table keeps
-  /// a buffered node.
+  /// a buffered node (rule 2 of `_Lifetime.swift`), which stays registered until it leaves the
+  /// buffer: a removal takes it out first, an eviction purges it once out.
   private var entries: [ObjectIdentifier: (ticket: UInt64, node: Unmanaged<_AnyNode>)] = [:]
   /// Tickets in release order, from `head` on. NB: identities only, never dereferenced: an
   /// entry whose node left the buffer (and may since be freed) no longer matches its ticket.

@@ -204,13 +204,13 @@ extension EntityObserver where Value: Identifiable {
 /// on the node; its deinit gives the hold back.
 @usableFromInline
 final class _Handle<Value: Sendable>: Sendable {
-  /// NB: unmanaged: the map keeps itself alive while the handle's node is pinned, which its
-  /// hold makes it; see `_MapCore.pin()`.
+  /// NB: unmanaged, by rule 6 of `_Lifetime.swift`: the map keeps itself alive while the
+  /// handle's node is pinned, which its hold makes it; see `_MapCore.pin()`.
   @usableFromInline let _core: Unmanaged<_MapCore>
   /// NB: nonisolated(unsafe): the node is only touched while holding the map's lock, but for
   /// its external hold count, which is atomic (see `_AnyNode+Holds.swift`). And
-  /// unmanaged: while a handle lives, the map holds its node (in a table, or adopted). Both are
-  /// borrowed, never retained, on `find` and on release.
+  /// unmanaged, by rule 6: while a handle lives, the map holds its node (in a table, or
+  /// adopted). Both are borrowed, never retained, on `find` and on release.
   @usableFromInline nonisolated(unsafe) let _node: Unmanaged<_Node<Value>>
 
   /// A handle on a node whose hold `_MapCore.holdForHandle(_:)` or
@@ -241,6 +241,8 @@ final class _Handle<Value: Sendable>: Sendable {
   }
 
   deinit {
+    // NB: when this handle was the map's last way in, `releaseHandle` returns with the map
+    // freed (see `_MapCore.endWrite()`): nothing here touches either reference after it.
     _core._withUnsafeGuaranteedRef { core in
       _node._withUnsafeGuaranteedRef { core.releaseHandle(of: $0) }
     }

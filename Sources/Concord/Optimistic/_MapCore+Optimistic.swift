@@ -178,8 +178,15 @@ extension _MapCore {
   }
 
   /// Ends the layers whose commit or rollback was asked for inside the write that just ended.
+  ///
+  /// NB: the map holds itself meanwhile. Each layer ends in a write of its own, which may give
+  /// back the last hold that pinned the map (a shadow's) and so the map's retain of itself,
+  /// while the caller, the end of a write reached through a handle's deinit, may hold the map
+  /// unretained.
   func endDeferredLayers(_ deferred: [(layer: _Layer, commit: Bool)]) {
-    for (layer, commit) in deferred { end(layer, commit: commit) }
+    withExtendedLifetime(self) {
+      for (layer, commit) in deferred { end(layer, commit: commit) }
+    }
   }
 }
 

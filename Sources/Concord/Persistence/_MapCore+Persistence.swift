@@ -58,10 +58,11 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
   // NB: @unchecked because everything is touched under the map's lock, except `unencodable`,
   // which only the writer touches; it also reads `inFlight`, which only it changes, outside.
 
-  /// NB: unowned(unsafe): `persistence` holds every persisted type (`types`), for its writer,
-  /// and a strong reference back would keep both, and the store, alive forever. Nothing holds a
-  /// persisted type longer than its persistence: its table and its alias slots belong to the
-  /// map, which holds the persistence, and its ops are in the persistence's own changes.
+  /// NB: unowned(unsafe), by rule 9 of `_Lifetime.swift`: `persistence` holds every persisted
+  /// type (`types`), for its writer, and a strong reference back would keep both, and the
+  /// store, alive forever. Nothing holds a persisted type longer than its persistence: its
+  /// table and its alias slots belong to the map, which holds the persistence, and its ops are
+  /// in the persistence's own changes.
   @usableFromInline unowned(unsafe) let persistence: _Persistence
   /// The operations that need `T` to be `Codable`, specialized for `T` where it is known.
   @usableFromInline let ops: _PersistedOps<T>
@@ -551,7 +552,8 @@ extension _MapCore {
   }
 
   /// A handle on the entity `id` of `T`, loaded from the store if it is persisted and not in
-  /// memory.
+  /// memory. The node is returned unretained: the handle's hold keeps it (rule 6 of
+  /// `_Lifetime.swift`).
   @usableFromInline
   func findLoading<T: Identifiable & Sendable>(_: T.Type, id: T.ID) -> Unmanaged<_Node<T>>? {
     write {

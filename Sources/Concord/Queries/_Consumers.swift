@@ -2,11 +2,14 @@
 /// a write to a `T` commits.
 @usableFromInline
 final class _Consumers<T: Identifiable & Sendable> {
-  /// NB: unowned(unsafe): a map's tables live as long as the map.
+  /// NB: unowned(unsafe), by rule 1 of `_Lifetime.swift`: a map's tables live as long as the
+  /// map, and the table holds these consumers.
   @usableFromInline unowned(unsafe) let table: _Table<T>
   /// Queries that match with a filter (or match everything), each fed every change of `T`, and
   /// their filters. NB: unmanaged, beside their filters, so that the loop over them, made on
-  /// every write of a `T`, neither retains each query nor loads each closure from it.
+  /// every write of a `T`, neither retains each query nor loads each closure from it. A query
+  /// is listed only while started, and detaches before its node can go (rule 8 of
+  /// `_Lifetime.swift`): a purge detaches it, and the purged node waits in the graveyard.
   @usableFromInline var filtered:
     [(query: Unmanaged<_QueryNode<T>>, filter: (@Sendable (T) -> Bool)?)] =
       []
@@ -162,10 +165,14 @@ class _AnyIndex<T: Identifiable & Sendable> {
 /// own O(log *m*) work.
 @usableFromInline
 final class _Index<T: Identifiable & Sendable, V: Hashable>: _AnyIndex<T> {
+  /// NB: unowned(unsafe), by rule 8 of `_Lifetime.swift`: the consumers own this index (in
+  /// `indexes`), and each query on it keeps them (`_QueryNode.consumers`) until it has left the
+  /// index, so the index never outlives them, and they outlive every call it makes.
   @usableFromInline unowned(unsafe) let consumers: _Consumers<T>
   @usableFromInline let path: KeyPath<T, V>
-  /// The entities of each key. NB: unmanaged and keyed by node: the index holds nothing; a
-  /// node leaves it when it is removed (with the change log) or released (`forget`).
+  /// The entities of each key. NB: unmanaged and keyed by node, by rule 8 of `_Lifetime.swift`:
+  /// the index holds nothing; a node leaves it when it is removed (with the change log) or
+  /// purged (`forget`), so every node filed is in its table (rule 2).
   @usableFromInline var buckets: [V: [ObjectIdentifier: Unmanaged<_EntityNode<T>>]] = [:]
   /// The key each node was filed under.
   @usableFromInline var keys: [ObjectIdentifier: V] = [:]
@@ -244,6 +251,8 @@ final class _Index<T: Identifiable & Sendable, V: Hashable>: _AnyIndex<T> {
   func open(_ query: _QueryNode<T>, key: V, _ core: _MapCore) {
     queries[key, default: []].append(query)
     consumers.counted(+1, core)
+    // NB: unowned (checked): the query calls this itself, while it keeps the consumers that
+    // own this index (rule 8 of `_Lifetime.swift`).
     query.leaveIndex = { [unowned self, unowned query] core in
       self.queries[key]?.removeAll { $0 === query }
       if self.queries[key]?.isEmpty == true { self.queries[key] = nil }

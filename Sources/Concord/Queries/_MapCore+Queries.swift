@@ -21,7 +21,8 @@ extension _MapCore {
     }
   }
 
-  /// Opens a live query of `T` and returns its node, held for a handle.
+  /// Opens a live query of `T` and returns its node, held for a handle: unretained, since that
+  /// hold keeps it (rule 6 of `_Lifetime.swift`).
   ///
   /// - Complexity: O(*n* + *m* log *m*) for *n* entities of `T` and *m* matches.
   @inlinable
@@ -45,7 +46,7 @@ extension _MapCore {
   }
 
   /// Opens a live query of the entities of `T` whose `keyPath` is `key`, from the index on
-  /// `keyPath`, and returns its node, held for a handle.
+  /// `keyPath`, and returns its node, held for a handle (unretained, as in `openQuery`).
   ///
   /// - Complexity: O(*n*) for *n* entities of `T` when the index is built; O(*m* log *m*) for
   ///   *m* matches otherwise.

@@ -15,8 +15,9 @@
 /// One member of a query's result.
 @usableFromInline
 struct _QueryMember<T: Identifiable & Sendable> {
-  /// NB: unmanaged: the query holds its member with an external hold, and the member is in
-  /// its table (or adopted while removed) as long as the query holds it.
+  /// NB: unmanaged, by rules 6 and 8 of `_Lifetime.swift`: the query holds its member with an
+  /// external hold, and the member is in its table (or adopted while removed) as long as the
+  /// query holds it.
   @usableFromInline let node: Unmanaged<_EntityNode<T>>
   @usableFromInline let sequence: UInt64
 
@@ -42,7 +43,8 @@ struct _QueryMember<T: Identifiable & Sendable> {
 final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
   @usableFromInline let listSchema: _Schema<[T]>
   @usableFromInline let stashed = _Stash<[T]>()
-  /// NB: unowned(unsafe): a map's tables live as long as the map.
+  /// NB: unowned(unsafe), by rule 1 of `_Lifetime.swift`: a map's tables live as long as the
+  /// map, which outlives its queries' nodes (rule 6).
   @usableFromInline unowned(unsafe) let table: _Table<T>
   /// The consumers of `T` the query is attached to, once started.
   @usableFromInline var consumers: _Consumers<T>?
@@ -191,7 +193,8 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
     core.dropExternalHold(on: node)
   }
 
-  /// Fills the result with `nodes`, which match, and holds them.
+  /// Fills the result with `nodes`, which match, and holds them. They are unretained: their
+  /// table keeps them (rule 2 of `_Lifetime.swift`), and from here on the query's holds do.
   ///
   /// - Complexity: O(*m* log *m*) for *m* members.
   @inlinable

@@ -32,11 +32,13 @@ extension _MapCore {
     // NB: read the live array each time: a swap below may fix up a later link of this parent.
     while slot < extras.children.count {
       let link = extras.children[slot]
-      // NB: borrowed, as in `link(_:to:accessor:position:)`.
+      // NB: borrowed (rule 7 of `_Lifetime.swift`): a linked child is in the map (rule 4), or
+      // in the graveyard of the write taking it out (rule 3).
       Unmanaged.passUnretained(link.child)._withUnsafeGuaranteedRef { child in
         let moved = child.removeLastParent()
         if Int(link.backIndex) < child.parentCount {
           child.setParent(moved, at: Int(link.backIndex))
+          // NB: borrowed: the child's other parent links it, so it is still there (rule 5).
           Unmanaged.passUnretained(moved.parent)._withUnsafeGuaranteedRef {
             $0.s.extras.unsafelyUnwrapped.children[Int(moved.slot)].backIndex = link.backIndex
           }
@@ -82,7 +84,8 @@ extension _MapCore {
     // NB: one allocation for a new parent's links, not one per doubling.
     if !links.isEmpty { parent.withExtras { $0.children.reserveCapacity(links.count) } }
     for link in links {
-      // NB: each child borrowed, not retained.
+      // NB: each child borrowed, not retained (rule 7): the caller's links name nodes in the
+      // map, or in the graveyard of this write (rules 3 and 4).
       Unmanaged.passUnretained(link.child)._withUnsafeGuaranteedRef {
         self.link(parent, to: $0, accessor: link.accessor, position: link.position)
       }

@@ -97,11 +97,8 @@ struct _NodeState {
 /// A link from a parent to one occurrence of a child entity inside the parent's value.
 @usableFromInline
 struct _ChildLink {
-  /// The child node. NB: unowned(unsafe): a linked child is always an entity its table holds
-  /// (a removal unlinks it from its parents first; a purge, with no parent left; a rollback
-  /// restores or drops the links that named what it takes out), and a node a write drops
-  /// stays in the graveyard until the lock is released. `_checkInvariants` verifies that no
-  /// link names a removed or purged node.
+  /// The child node. NB: unowned(unsafe), by rule 4 of `_Lifetime.swift`: a linked child is
+  /// in the map (its table keeps it, rule 2), since whatever takes it out unlinks it first.
   @usableFromInline unowned(unsafe) let child: _AnyNode
   /// Which of the parent schema's accessors holds the child.
   @usableFromInline let accessor: Int32
@@ -128,8 +125,8 @@ struct _ChildLink {
 /// The way back from a child to one link of a parent.
 @usableFromInline
 struct _ParentRef {
-  /// NB: unowned(unsafe): a parent unlinks its children before it is dropped, so a child never
-  /// sees a dangling parent. `_checkInvariants` verifies that every back-reference matches.
+  /// NB: unowned(unsafe), by rule 5 of `_Lifetime.swift`: a parent unlinks its children
+  /// before it leaves the map. `_checkInvariants` verifies that every back-reference matches.
   @usableFromInline unowned(unsafe) let parent: _AnyNode
   /// The index of the matching `_ChildLink` in `parent.extras.children`.
   @usableFromInline var slot: Int32
@@ -211,6 +208,7 @@ class _AnyNode {
   @inlinable
   final func withExtras<R>(_ body: (_NodeExtras) -> R) -> R {
     if s.extras == nil { s.extras = _NodeExtras() }
+    // NB: borrowed (rule 7): the node keeps its extras, which are never replaced once made.
     return Unmanaged.passUnretained(s.extras.unsafelyUnwrapped)._withUnsafeGuaranteedRef(body)
   }
 
@@ -240,7 +238,7 @@ class _AnyNode {
   @inlinable
   final func parent(at index: Int) -> _ParentRef {
     if index == 0 { return s.firstParent.unsafelyUnwrapped }
-    // NB: the extras borrowed, not retained.
+    // NB: the extras borrowed, not retained (rule 7): the node keeps them.
     return Unmanaged.passUnretained(s.extras.unsafelyUnwrapped)._withUnsafeGuaranteedRef {
       $0.moreParents[index - 1]
     }
@@ -480,8 +478,9 @@ class _Node<Value: Sendable>: _AnyNode {
   @usableFromInline
   func schema(_: _MapCore) -> _Schema<Value> { fatalError("abstract") }
 
-  /// ``schema(_:)``, unretained. NB: an entity's schema lives in its table; taking it
-  /// unretained saves an atomic retain and release each time a pass reaches the node.
+  /// ``schema(_:)``, unretained. NB: an entity's schema lives in its table (rule 1 of
+  /// `_Lifetime.swift`), an alias's or a list's in the node itself, which the caller holds;
+  /// taking it unretained saves an atomic retain and release each time a pass reaches the node.
   @usableFromInline
   func unretainedSchema(_ core: _MapCore) -> Unmanaged<_Schema<Value>> {
     Unmanaged.passUnretained(schema(core))
@@ -498,7 +497,7 @@ class _Node<Value: Sendable>: _AnyNode {
   func stash(_: _MapCore) -> _Stash<Value> { fatalError("abstract") }
 
   /// ``stash(_:)``, unretained, as ``unretainedSchema(_:)``: an entity's stash lives in its
-  /// table, and a pass reads it for every claim.
+  /// table (rule 1), an alias's or a list's in the node, and a pass reads it for every claim.
   @usableFromInline
   func unretainedStash(_ core: _MapCore) -> Unmanaged<_Stash<Value>> {
     Unmanaged.passUnretained(stash(core))
@@ -519,9 +518,9 @@ class _Node<Value: Sendable>: _AnyNode {
   @inlinable
   final func _patch(slot: Int, schema: _Schema<Value>) {
     let link = s.extras.unsafelyUnwrapped.children[slot]
-    // NB: borrowed, not retained: the lock keeps the child, and the schema keeps its accessors.
-    // A fan-out patches every parent of a child, and each retain and release is an atomic
-    // operation.
+    // NB: borrowed, not retained (rule 7): the link's child is in the map (rule 4), and the
+    // schema keeps its accessors. A fan-out patches every parent of a child, and each retain
+    // and release is an atomic operation.
     let accessor = Unmanaged.passUnretained(schema.accessor(link.accessor))
     let child = Unmanaged.passUnretained(link.child)
     guard link.child !== self else {
@@ -566,7 +565,8 @@ class _Node<Value: Sendable>: _AnyNode {
   @inlinable
   final func _holdsItsChildren(schema: _Schema<Value>) -> Bool {
     guard s.extras != nil else { return true }
-    // NB: the extras, each accessor and each child borrowed, as in `_rebuiltFromChildren`.
+    // NB: the extras, each accessor and each child borrowed (rule 7), as in
+    // `_rebuiltFromChildren`.
     return Unmanaged.passUnretained(s.extras.unsafelyUnwrapped)._withUnsafeGuaranteedRef {
       extras in
       for index in extras.children.indices {
@@ -589,7 +589,9 @@ class _Node<Value: Sendable>: _AnyNode {
   final func _rebuiltFromChildren(schema: _Schema<Value>) -> Value {
     var copy = value
     guard s.extras != nil else { return copy }
-    // NB: the extras and each child borrowed too, the links read by index rather than copied.
+    // NB: the extras, each accessor and each child borrowed too (rule 7: the node keeps its
+    // extras, the schema its accessors, and linked children are in the map, rule 4), the
+    // links read by index rather than copied.
     Unmanaged.passUnretained(s.extras.unsafelyUnwrapped)._withUnsafeGuaranteedRef { extras in
       for index in extras.children.indices {
         let link = extras.children[index]

@@ -18,7 +18,8 @@
 /// - Hashes are seeded per buffer, as `Dictionary` seeds them per storage: moving the entries of
 ///   one table into another in bucket order cannot crowd them into one run.
 ///
-/// The index holds its nodes unretained: the table that owns it retains and releases them. It
+/// The index holds its nodes unretained: the table that owns it retains and releases them
+/// (rule 2 of `_Lifetime.swift`), so every address in a full bucket is a live node. It
 /// owns its buffers, though it is copyable: its owner keeps the only copy and calls `dispose()`
 /// once, from its own deinit. (NB: a noncopyable struct with a deinit crashed the 6.3 optimizer
 /// when the table's `@usableFromInline` property inlined the deinit.)

@@ -4,14 +4,15 @@ struct _Registry {
   /// One table per entity type, in creation order, and their types.
   @usableFromInline var tables: [_AnyTable] = []
   @usableFromInline var tableKeys: [ObjectIdentifier] = []
-  /// `tables`, unretained, for lookups. NB: reading a table out of `tables` retained it, and a
-  /// write of aggregates switches tables at nearly every nested entity.
+  /// `tables`, unretained (rule 1 of `_Lifetime.swift`: `tables` keeps them for the map's
+  /// life), for lookups. NB: reading a table out of `tables` retained it, and a write of
+  /// aggregates switches tables at nearly every nested entity.
   @usableFromInline var tableRefs: [Unmanaged<_AnyTable>] = []
   /// The position of each type's table, used once there are more types than a scan suits.
   @usableFromInline var tableIndex: [ObjectIdentifier: Int] = [:]
   /// The last table looked up, by type: most calls in a row are about one type.
-  /// NB: unmanaged: tables live as long as the map, and the hot path then borrows the table
-  /// without a retain and release.
+  /// NB: unmanaged (rule 1 of `_Lifetime.swift`): tables live as long as the map, and the hot
+  /// path then borrows the table without a retain and release.
   @usableFromInline var lastKey: ObjectIdentifier?
   @usableFromInline var lastTable: Unmanaged<_AnyTable>?
   /// The alias slots.
@@ -104,7 +105,8 @@ extension _MapCore {
     registry.position(of: key).map { registry.tableRefs[$0] }
   }
 
-  /// Calls `body` with the table of entity type `T`, borrowed without reference counting.
+  /// Calls `body` with the table of entity type `T`, borrowed without reference counting (rule
+  /// 1 of `_Lifetime.swift`).
   @inlinable
   func withTable<T: Identifiable & Sendable, R>(_: T.Type, _ body: (_Table<T>) -> R) -> R {
     registry.cachedTable(for: T.self)._withUnsafeGuaranteedRef {

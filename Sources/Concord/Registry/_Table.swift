@@ -36,8 +36,8 @@ class _AnyTable {
 /// NB: typed, so that the hot path hashes `T.ID` itself, never an `AnyHashable` or a string.
 @usableFromInline
 final class _Table<T: Identifiable & Sendable>: _AnyTable {
-  /// The table holds each node with a manual retain. NB: unmanaged, so that the hot path
-  /// borrows a node (`withNode`) without a retain and a release; and an index of our own, not a
+  /// The table holds each node with a manual retain (rule 2 of `_Lifetime.swift`). NB:
+  /// unmanaged, so that the hot path borrows a node (`withNode`) without a retain and a release; and an index of our own, not a
   /// dictionary, so that a lookup reads the id and the node's reference from one bucket.
   #if DEBUG
     @usableFromInline var slots = _NodeIndex<T.ID, _EntityNode<T>>()
@@ -121,6 +121,8 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
   /// looked up the metadata of the index's type.
   @inlinable
   func remove(_ node: _EntityNode<T>, into graveyard: inout [AnyObject]) -> Bool {
+    // NB: the caller holds `node`; the table's own retain goes once the graveyard has one
+    // (rules 2 and 3 of `_Lifetime.swift`).
     let slot = Unmanaged.passUnretained(node)
     guard slots.remove(node.value.id, ifNodeIs: slot) else { return false }
     graveyard.append(node)
@@ -210,8 +212,8 @@ struct _EntityOps<T: Identifiable & Sendable> {
 @usableFromInline
 final class _EntityNode<T: Identifiable & Sendable>: _Node<T> {
   /// The table of the node's type, in the node's map.
-  /// NB: unowned(unsafe): a map's tables live as long as the map, and the map outlives every
-  /// node its graph can reach. Typed, so that the engine's type-erased code reaches the type's
+  /// NB: unowned(unsafe), by rule 1 of `_Lifetime.swift`: a map's tables live as long as the
+  /// map, and the map outlives every node its graph can reach. Typed, so that the engine's type-erased code reaches the type's
   /// schema and stash without looking up generic metadata.
   @usableFromInline unowned(unsafe) let table: _Table<T>
   /// The node's rank in its table's creation order: live queries without a comparator, and
@@ -237,6 +239,7 @@ final class _EntityNode<T: Identifiable & Sendable>: _Node<T> {
   @usableFromInline
   override func schema(_: _MapCore) -> _Schema<T> { table.schema }
 
+  // NB: the table and what it owns, unretained by rule 1 of `_Lifetime.swift`.
   @inlinable
   override func unretainedSchema(_: _MapCore) -> Unmanaged<_Schema<T>> {
     Unmanaged.passUnretained(table)._withUnsafeGuaranteedRef { .passUnretained($0.schema) }
