@@ -41,7 +41,7 @@ struct MapTeardownTests {
     let queue = DispatchQueue(label: "Concord.tests.teardown")
     let holders = Holders()
     holders.map = IdentityMap()
-    weak var core = holders.map?._core
+    weak let core = holders.map?._core
     holders.handle = holders.map?.store(Author(id: 1, name: "a"))
     await withCheckedContinuation { continuation in
       // NB: the queue waits until the map object is gone: the callback drops the last holder.
@@ -62,7 +62,7 @@ struct MapTeardownTests {
   @Test func theMapAndItsLastHandleDroppedInACallback() {
     let holders = Holders()
     holders.map = IdentityMap()
-    weak var core = holders.map?._core
+    weak let core = holders.map?._core
     holders.handle = holders.map?.store(Author(id: 1, name: "a"))
     holders.subscription = holders.handle?.observe { _ in
       holders.map = nil
@@ -76,7 +76,7 @@ struct MapTeardownTests {
 
   @Test func theLastHandleDroppedByTheDeinitOfAValueTheMapDrops() {
     var map: IdentityMap? = IdentityMap()
-    weak var core = map?._core
+    weak let core = map?._core
     let holders = Holders()
     holders.handle = map?.store(Author(id: 1, name: "a"))
     // Dropping the parcel's handle purges it; its value goes once the lock is released, and
@@ -92,7 +92,7 @@ struct MapTeardownTests {
   @Test func theLastHandleDroppedByTheDeinitOfAValueReplacedMidWrite() {
     let holders = Holders()
     holders.map = IdentityMap()
-    weak var core = holders.map?._core
+    weak let core = holders.map?._core
     holders.handle = holders.map?.store(Author(id: 1, name: "a"))
     let parcel = holders.map?.store(
       Parcel(
@@ -112,7 +112,7 @@ struct MapTeardownTests {
   @Test func theMapAndItsLastHandleDroppedInATransactionBody() {
     let holders = Holders()
     holders.map = IdentityMap()
-    weak var core = holders.map?._core
+    weak let core = holders.map?._core
     holders.handle = holders.map?.store(Author(id: 1, name: "a"))
     holders.map?.transaction { transaction in
       transaction.update(Author.self, id: 1) { $0.name = "b" }
@@ -127,7 +127,7 @@ struct MapTeardownTests {
     // ends, frees the map from the middle of the write's end.
     let holders = Holders()
     holders.map = IdentityMap()
-    weak var core = holders.map?._core
+    weak let core = holders.map?._core
     holders.handle = holders.map?.store(Author(id: 1, name: "a"))
     holders.layer = holders.map?.optimistic { $0.update(Author.self, id: 1) { $0.name = "b" } }
     holders.map?.transaction { _ in

@@ -54,7 +54,7 @@ struct ReferenceLifetimeTests {
   @Test func rule1TablesServeEveryPurgeAfterTheMapObjectIsGone() {
     // Purges reach each node's table unretained; only the map's holding itself keeps them.
     var map: IdentityMap? = IdentityMap()
-    weak var core = map?._core
+    weak let core = map?._core
     var shelf = map?.store(
       Shelf(
         id: 1, owner: Author(id: 1, name: "o"),
@@ -76,7 +76,7 @@ struct ReferenceLifetimeTests {
     // An alias anchors its entity without pinning the map: dropping the map object frees the
     // map, whose table deinit gives back its retain of the entity, once.
     var map: IdentityMap? = IdentityMap()
-    weak var core = map?._core
+    weak let core = map?._core
     map?.store(User(id: 1, name: "me"), named: .currentUser)
     map?.store([User(id: 2, name: "a"), User(id: 3, name: "b")], named: .team)
     map = nil
@@ -152,7 +152,7 @@ struct ReferenceLifetimeTests {
   @Test func rule4ADeadCycleUnlinksItselfAsItGoes() {
     let map = IdentityMap()
     var members: [EntityObserver<Member>]? = ring(of: 5, in: map)
-    #expect(map.count == 5)
+    #expect(map.count == 5 && members?.count == 5)
     members = nil
     #expect(map.count == 0, "trial deletion frees the ring")
     var others: [EntityObserver<Member>]? = ring(of: 3, in: map)
@@ -177,7 +177,7 @@ struct ReferenceLifetimeTests {
 
   @Test func rule6AHandleOnARemovedEntityOutlivesTheMapObject() {
     var map: IdentityMap? = IdentityMap()
-    weak var core = map?._core
+    weak let core = map?._core
     var author = map?.store(Author(id: 1, name: "a"))
     map?.remove(Author.self, id: 1)
     map = nil
@@ -213,7 +213,7 @@ struct ReferenceLifetimeTests {
     let query = map.query(Book.self, where: \.author.id, equals: 1)
     var other: EntityObserver<Book>? = map.store(
       Book(id: "b", title: "B", author: Author(id: 2, name: "x")))
-    #expect(query.value.isEmpty)
+    #expect(query.value.isEmpty && other?.value.id == "b")
     other = nil
     // The released book's node is freed: the index must not still file it.
     map.store(Book(id: "c", title: "C", author: Author(id: 2, name: "x")))
@@ -227,7 +227,7 @@ struct ReferenceLifetimeTests {
     // persisted type it then encodes refers to its persistence unretained.
     let store = StreamingStore()
     var map: IdentityMap? = IdentityMap(persistence: store)
-    weak var core = map?._core
+    weak let core = map?._core
     map?.persist(Memo.self)
     _ = map?.store(Memo(id: 1, text: "a"))
     map = nil
