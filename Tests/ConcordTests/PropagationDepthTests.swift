@@ -106,7 +106,9 @@ struct PropagationDepthTests {
     // Inside a transaction the journal still lists every node the write touched.
     let visited = map.transaction { _ in
       map.store(Self.renamed)
-      return map._core.journal.entries.compactMap { $0.node.makeReference()?.description }
+      return map._core.journal.entries.compactMap {
+        $0.node.witness.reference($0.node)?.description
+      }
     }
     #expect(Set(visited) == ["Author(2)", "Book(a)", "Shelf(1)", "FeedPage(1)"])
     withExtendedLifetime((unrelated, page)) {}

@@ -90,8 +90,9 @@ struct RelinkingTests {
   @Test(arguments: [1, 2, 3] as [UInt64])
   func backReferencesBehaveLikeAnArray(seed: UInt64) {
     var random = SeededGenerator(seed: seed)
-    let nodes = (0..<4).map { _ in _AnyNode(flags: []) }
-    let child = _AnyNode(flags: [])
+    let table = _Table<Author>()
+    let nodes = (0..<4).map { _ in _AnyNode(witness: table.witness, flags: []) }
+    let child = _AnyNode(witness: table.witness, flags: [])
     var model: [(node: ObjectIdentifier, slot: Int32)] = []
     func same() -> Bool {
       child.parentCount == model.count && child.hasParents == !model.isEmpty
@@ -127,6 +128,6 @@ struct RelinkingTests {
         return
       }
     }
-    withExtendedLifetime(nodes) {}
+    withExtendedLifetime((nodes, table)) {}
   }
 }

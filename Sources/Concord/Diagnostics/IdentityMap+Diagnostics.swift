@@ -157,9 +157,9 @@ extension _MapCore {
           if lists.insert(ObjectIdentifier(holder)).inserted {
             countHandles(on: holder, queries: 0, layers: 0)
           }
-        } else if let name = holder.aliasName {
+        } else if let name = holder.witness.aliasName(holder) {
           aliases.insert(name)
-        } else if let reference = holder.makeReference() {
+        } else if let reference = holder.witness.reference(holder) {
           parents.insert(reference)
         }
       }
@@ -177,14 +177,15 @@ extension _MapCore {
     var collectors = 0
     for table in registry.tables {
       if table.count > 0 { byType[table.typeName, default: 0] += table.count }
-      queries += table.queryCount
-      collectors += table.collectorCount
+      queries += table.queries.queryCount(table)
+      collectors += table.queries.collectorCount(table)
     }
     return IdentityMapStatistics(
       entities: registry.liveCount, entitiesByType: byType,
       bufferedEntities: lifetime.buffer.count, handles: lifetime.handles + handleStripes.sum,
       subscriptions: lifetime.openSubscriptions,
-      aliases: registry.aliases.values.filter(\.holdsAliasValue).count, queries: queries,
+      aliases: registry.aliases.values.filter { $0.witness.holdsAliasValue($0) }.count,
+      queries: queries,
       collectors: collectors, pendingLayers: layers.pendingCount)
   }
 }

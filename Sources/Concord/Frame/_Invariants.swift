@@ -64,8 +64,8 @@ extension _MapCore {
       nodes += registry.aliases.values
       // NB: queries and indexes are as large as the map: checked with it, never around a write.
       for table in registry.tables {
-        nodes += table.queryNodes
-        if let problem = table.indexProblem { check(false, problem) }
+        nodes += table.queries.queryNodes(table)
+        if let problem = table.queries.indexProblem(table) { check(false, problem) }
       }
     }
     check(
@@ -101,7 +101,10 @@ extension _MapCore {
 
   private func checkNode(_ node: _AnyNode) {
     let flags = node.s.flags
-    let name = node.makeReference()?.description ?? node.aliasName.map { "alias \($0)" } ?? "list"
+    let name =
+      node.witness.reference(node)?.description ?? node.witness.aliasName(node).map {
+        "alias \($0)"
+      } ?? "list"
     check(node.s.bits.isEmpty, "\(name) kept pass bits \(node.s.bits.rawValue)")
     check(node.s.journalMark == 0, "\(name) kept a journal mark")
     check(!flags.contains(.candidate), "\(name) is still a release candidate")
@@ -131,8 +134,11 @@ extension _MapCore {
       Int(node.externalHolds) >= subscribers + anchor,
       "\(name): \(node.externalHolds) external holds for \(subscribers) subscribers")
     if flags.contains(.alias) {
-      check(node.holdsAliasValue == flags.contains(.anchored), "\(name): anchor ≠ value")
-      check(node.holdsAliasValue || node.s.stamp.isNaN, "\(name) is empty but has a stamp")
+      check(
+        node.witness.holdsAliasValue(node) == flags.contains(.anchored), "\(name): anchor ≠ value")
+      check(
+        node.witness.holdsAliasValue(node) || node.s.stamp.isNaN, "\(name) is empty but has a stamp"
+      )
     }
     if flags.contains(.registered) && !flags.contains(.alias) {
       check(!flags.contains(.removed), "\(name) is registered and removed")
@@ -144,9 +150,7 @@ extension _MapCore {
         !buffered || (node.externalHolds == 0 && node.internalHolds == 0),
         "\(name) is held but still in the release buffer")
     }
-    check(node.slotsMatchChildren(self), "\(name): a slot differs from its child's value")
-    check(node.flagsMatchSchema(self), "\(name): the mergeable or leaf flag ≠ its schema")
-    if let problem = node.queryProblem(self) { check(false, "query: \(problem)") }
+    if let problem = node.witness.problem(node, self) { check(false, "\(name): \(problem)") }
   }
 
   private func check(_ condition: Bool, _ message: @autoclosure () -> String) {

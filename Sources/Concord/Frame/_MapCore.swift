@@ -246,7 +246,7 @@ final class _MapCore: @unchecked Sendable {
       journal.entries.removeAll(keepingCapacity: true)
     }
     if !journal.stashes.isEmpty {
-      for stash in journal.stashes { stash._withUnsafeGuaranteedRef { $0.clear() } }
+      for stash in journal.stashes { stash._withUnsafeGuaranteedRef { $0.clear($0) } }
       journal.stashes.removeAll(keepingCapacity: true)
     }
     #if CONCORD_INTERNAL_CHECKS

@@ -333,16 +333,16 @@ extension _MapCore {
           // NB: a leaf has nothing to merge before expansion, no children and nothing to
           // expand, and asking is a virtual call each: its claim keeps its empty range of links.
           guard !node.s.flags.contains(.leaf) else { return }
-          if node.s.flags.contains(.mergeable) { node.mergeClaims(index, self, atExpansion: true) }
+          if node.s.flags.contains(.mergeable) { node.witness.mergeClaims(node, index, self, true) }
           // NB: a value identical to the stored one holds identical nested values, which its
           // children already have; without a call stamp to record on them, they need no claim.
           if scratch.claims[index].verdict == .accepted && scratch.stamp == nil
-            && node.hasChildren && node.isIdentical(toClaim: index, self)
+            && node.hasChildren && node.witness.isIdentical(node, index, self)
           {
             scratch.claims[index].verdict = .identical
             return
           }
-          node.expand(claim: index, self)
+          node.witness.expand(node, index, self)
           scratch.claims[index].links = start..<scratch.links.count
         }
       }
@@ -358,10 +358,10 @@ extension _MapCore {
       // NB: borrowed, not retained, and the claim read field by field rather than copied: a
       // claimed node stays for the whole pass (`_Claim.node`).
       Unmanaged.passUnretained(scratch.claims[index].node)._withUnsafeGuaranteedRef { node in
-        if node.s.flags.contains(.mergeable) { node.mergeClaims(index, self, atExpansion: false) }
+        if node.s.flags.contains(.mergeable) { node.witness.mergeClaims(node, index, self, false) }
         // NB: a node the pass created is never identical to its claim; asking is a virtual call.
         if scratch.claims[index].verdict == .accepted && !node.s.bits.contains(.fresh)
-          && node.isIdentical(toClaim: index, self)
+          && node.witness.isIdentical(node, index, self)
         {
           scratch.claims[index].verdict = .identical
         }
@@ -380,7 +380,7 @@ extension _MapCore {
           break
         }
         touch(node)
-        node.apply(claim: index, self)
+        node.witness.apply(node, index, self)
         // NB: a node nothing links to (a batch list, a root aggregate) cannot be on a cycle:
         // its new links close none.
         if relink(node, toScratchLinks: scratch.claims[index].links) && node.hasParents {

@@ -28,9 +28,6 @@
 /// The state of one materialization: the cycle being unfolded and whether a cut is being made.
 @usableFromInline
 final class _Materializer {
-  /// NB: unowned(unsafe): a materializer lives only inside a write of `core`, whose caller
-  /// holds the map (rule 6 of `_Lifetime.swift`).
-  @usableFromInline unowned(unsafe) let core: _MapCore
   /// The cycle number of the node being materialized.
   @usableFromInline let cycle: Int
   /// Whether the value asked for is a cut one (see above).
@@ -39,8 +36,7 @@ final class _Materializer {
   @usableFromInline var cutDepth = 0
 
   @usableFromInline
-  init(core: _MapCore, cycle: Int) {
-    self.core = core
+  init(cycle: Int) {
     self.cycle = cycle
   }
 }
@@ -87,9 +83,9 @@ extension _Node {
 
   /// This node's whole value, rebuilt from its children's.
   @usableFromInline
-  func _materialized(_ core: _MapCore) -> Value {
-    guard cycle != 0 else { return _rebuiltFromChildren(schema: schema(core)) }
-    return _unfolded(_Materializer(core: core, cycle: cycle))
+  func _materialized() -> Value {
+    guard cycle != 0 else { return withSchema { _rebuiltFromChildren(schema: $0) } }
+    return _unfolded(_Materializer(cycle: cycle))
   }
 
   /// The value of this node as an occurrence on the current path.
@@ -106,7 +102,7 @@ extension _Node {
     s.bits.insert(.onPath)
     defer { s.bits.remove(.onPath) }
     var copy = value
-    let schema = schema(materializer.core)
+    let schema = schema.takeUnretainedValue()
     for link in children {
       schema.accessor(link.accessor).fill(link.child, Int(link.position), &copy, materializer)
     }
@@ -117,7 +113,7 @@ extension _Node {
   @usableFromInline
   func _cut(_ materializer: _Materializer) -> Value {
     var copy = value
-    let accessors = schema(materializer.core).accessors
+    let accessors = schema.takeUnretainedValue().accessors
     for index in accessors.indices {
       if let removeAll = accessors[index].removeAll {
         removeAll(&copy)

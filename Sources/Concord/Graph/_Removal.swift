@@ -7,7 +7,7 @@ extension _MapCore {
   /// links (their children may be released), and keep their last value for their handles.
   ///
   /// - Parameter persisting: Whether each removal of a persisted entity is listed for
-  ///   persistence at once (see `_AnyNode.persistRemoval(_:)`); `removeAll` deletes whole kinds
+  ///   persistence at once (see `_Witness.persistRemoval`); `removeAll` deletes whole kinds
   ///   instead.
   /// - Complexity: O(removed nodes + their links + ancestors touched).
   func remove(_ nodes: [_AnyNode], persisting: Bool = true) {
@@ -29,7 +29,7 @@ extension _MapCore {
       for reference in node.parentReferences {
         let parent = reference.parent
         guard !parent.s.bits.contains(.removing) else { continue }
-        if parent.requiresChild(atSlot: Int(reference.slot), self) {
+        if parent.witness.requiresChild(parent, Int(reference.slot)) {
           markRemoved(parent)
         } else {
           let key = ObjectIdentifier(parent)
@@ -44,7 +44,7 @@ extension _MapCore {
       touch(node)
       unbuffer(node)
       node.s.flags.insert(.removed)
-      if persisting { node.persistRemoval(self) }
+      if persisting { node.witness.persistRemoval(node, self) }
       if node.s.flags.contains(.registered) { unregisterKeepingHolders(node) }
       relink(node, to: [])
     }
@@ -52,8 +52,8 @@ extension _MapCore {
     var seeds: [_AnyNode] = []
     for parent in survivors where !parent.s.bits.contains(.removing) {
       touch(parent)
-      let remaining = parent.dropChildren(
-        atSlots: lostSlots[ObjectIdentifier(parent)].unsafelyUnwrapped, self)
+      let remaining = parent.witness.dropChildren(
+        parent, lostSlots[ObjectIdentifier(parent)].unsafelyUnwrapped)
       relink(parent, to: remaining)
       mark(parent, .patched)
       seeds.append(parent)
@@ -70,7 +70,8 @@ extension _MapCore {
     nodes.reserveCapacity(registry.liveCount)
     registry.forEachEntityNode { nodes.append($0) }
     remove(nodes, persisting: false)
-    for node in Array(registry.aliases.values) where node.holdsAliasValue || !node.s.stamp.isNaN {
+    for node in Array(registry.aliases.values)
+    where node.witness.holdsAliasValue(node) || !node.s.stamp.isNaN {
       emptyAlias(node)
     }
     persistRemovingAll()

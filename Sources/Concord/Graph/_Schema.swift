@@ -13,7 +13,7 @@ final class _Schema<Root>: Sendable {
   /// access.
   @usableFromInline let erasedAccessors: ContiguousArray<any AnyObject & Sendable>
   /// `==` when `Root` is `Equatable`.
-  @usableFromInline let equality: _Equality<Root>?
+  @usableFromInline let equality: (any _Equality<Root>)?
   /// Whether `Root` is `Equatable`.
   @usableFromInline let isEquatable: Bool
   /// The value's own stamp, when `Root` is ``Stamped``.
@@ -139,29 +139,27 @@ private func _nestedAccessors<A: Aggregate, Root>(of _: A.Type, as _: Root.Type)
 
 /// `==` for values of type `T`.
 ///
-/// NB: a class, not a protocol: calling it through a stored reference borrows the reference,
-/// where an existential was copied at every write that compared values.
+/// NB: a class-bound protocol, not a closure or a plain existential: calling it through a
+/// stored reference borrows the reference, where a closure retained its context, and an
+/// existential was copied, at every write that compared values.
 @usableFromInline
-class _Equality<T>: @unchecked Sendable {
-  // NB: @unchecked because the classes hold no state.
-  @usableFromInline
-  init() {}
-
-  @usableFromInline
-  func equal(_: T, _: T) -> Bool { fatalError("abstract") }
+protocol _Equality<T>: AnyObject, Sendable {
+  associatedtype T
+  /// `lhs == rhs`.
+  func equal(_ lhs: T, _ rhs: T) -> Bool
 }
 
 /// `==` of an `Equatable` type.
-final class _EquatableEquality<T: Equatable>: _Equality<T>, @unchecked Sendable {
-  override func equal(_ lhs: T, _ rhs: T) -> Bool { lhs == rhs }
+final class _EquatableEquality<T: Equatable>: _Equality {
+  func equal(_ lhs: T, _ rhs: T) -> Bool { lhs == rhs }
 }
 
 /// `==` for `T`, when `T` is `Equatable`.
-private func _equality<T>(of _: T.Type) -> _Equality<T>? {
+private func _equality<T>(of _: T.Type) -> (any _Equality<T>)? {
   guard let equatable = T.self as? any Equatable.Type else { return nil }
-  func open<E: Equatable>(_: E.Type) -> _Equality<T> {
+  func open<E: Equatable>(_: E.Type) -> any _Equality<T> {
     // NB: E is T; the cast runs once per type.
-    _EquatableEquality<E>() as! _Equality<T>
+    _EquatableEquality<E>() as! any _Equality<T>
   }
   return open(equatable)
 }

@@ -38,7 +38,7 @@ extension _MapCore {
         guard !bits.contains(.settled) else { return }
         mark(node, .settled)
         guard bits.contains(.claimed) || bits.contains(.patched) else { return }
-        if bits.contains(.claimed) || node.cycle != 0 { node.materialize(self) }
+        if bits.contains(.claimed) || node.cycle != 0 { node.witness.materialize(node) }
         if node.s.flags.contains(.alias) { settleAlias(node) }
         pushPatch(from: node)
       }
@@ -92,7 +92,7 @@ extension _MapCore {
         || parent.s.flags.contains(.alias)
       guard parent.s.bits.isDisjoint(with: [.settled, .claimed]) else { return goesFurther }
       if recordsPatch(of: parent) { touch(parent) }
-      if parent.cycle == 0 { parent.patch(slot: Int(reference.slot), self) }
+      if parent.cycle == 0 { parent.witness.patch(parent, Int(reference.slot)) }
       mark(parent, .patched)
       return goesFurther
     }

@@ -133,7 +133,7 @@ extension _MapCore {
     into root: _Node<V>, payload: V, stamp: Stamp?, call: Stamp?, mergeFromDepth: Int32 = 0
   ) -> Bool {
     // NB: the schema and the stash borrowed, not retained: the node's table keeps both.
-    let verdict = root.withSchema(self) { schema in
+    let verdict = root.withSchema { schema in
       if registry.persistedTypes > 0 && scratch.mode == .claiming {
         loadMissing(in: payload, schema: schema)
       }
@@ -141,7 +141,7 @@ extension _MapCore {
     }
     scratch.stamp = call
     scratch.mergeFromDepth = mergeFromDepth
-    let payloadIndex = root.withStash(self) { $0.append(payload, self) }
+    let payloadIndex = root.withStash { $0.append(payload, self) }
     offer(root, payload: payloadIndex, verdict: verdict, stamp: stamp)
     runPass()
     return verdict == .accepted
@@ -160,8 +160,9 @@ extension _MapCore {
 
   /// Stores `entities` behind a new batch list node.
   @inlinable
-  func storeList<T: Identifiable & Sendable>(_ entities: [T], stamp: Stamp?) -> _ListNode<T> {
-    let list = _ListNode(value: entities, schema: .list(of: T.self))
+  func storeList<T: Identifiable & Sendable>(_ entities: [T], stamp: Stamp?) -> _Node<[T]> {
+    let witness = registry.table(for: T.self).listWitness
+    let list = _Node(value: entities, witness: witness, flags: witness.flags)
     adopt(list)
     let record = journal.entries.count
     touchCreated(list)
@@ -185,7 +186,7 @@ extension _MapCore {
   /// - Complexity: O(entities + parents of the entities written).
   @inlinable
   func storeLeaves<T: Identifiable & Sendable>(
-    _ entities: [T], into list: _ListNode<T>, stamp call: Stamp?
+    _ entities: [T], into list: _Node<[T]>, stamp call: Stamp?
   ) -> Bool {
     withTable(T.self) { table in
       let schema = table.schema
@@ -234,7 +235,7 @@ extension _MapCore {
         }
       }
       // The list shows its entities as stored; the other parents of those written, as written.
-      if listDiffers { list.materialize(self) }
+      if listDiffers { list.witness.materialize(list) }
       mark(list, .settled)
       if !seeds.isEmpty { settle(from: seeds) }
       endPass()

@@ -21,7 +21,9 @@ extension IdentityMap {
       _core.write {
         _core.prepareAlias(key._id, T.self, list: false)
         return _core.holdForHandle(
-          _core.setAlias(key._id, to: entity, schema: .alias(of: T.self), stamp: modifiedAt))
+          _core.setAlias(
+            key._id, to: entity, witness: _core.witnesses(of: T.self).aliasWitness,
+            stamp: modifiedAt))
       })
   }
 
@@ -39,7 +41,9 @@ extension IdentityMap {
       _core.write {
         _core.prepareAlias(key._id, T.self, list: true)
         return _core.holdForHandle(
-          _core.setAlias(key._id, to: entities, schema: .aliasList(of: T.self), stamp: modifiedAt))
+          _core.setAlias(
+            key._id, to: entities, witness: _core.witnesses(of: T.self).collectionAliasWitness,
+            stamp: modifiedAt))
       })
   }
 
@@ -53,7 +57,9 @@ extension IdentityMap {
       _core.write {
         _core.prepareAlias(key._id, T.self, list: false)
         return _core.holdForHandle(
-          _core.setAlias(key._id, to: aggregate, schema: .alias(of: T.self), stamp: modifiedAt))
+          _core.setAlias(
+            key._id, to: aggregate, witness: _core.witnesses(of: T.self).aliasWitness,
+            stamp: modifiedAt))
       })
   }
 
@@ -67,7 +73,8 @@ extension IdentityMap {
         _core.prepareAlias(key._id, T.self, list: true)
         return _core.holdForHandle(
           _core.setAlias(
-            key._id, to: aggregates, schema: .aliasList(of: T.self), stamp: modifiedAt))
+            key._id, to: aggregates, witness: _core.witnesses(of: T.self).collectionAliasWitness,
+            stamp: modifiedAt))
       })
   }
 
@@ -85,11 +92,11 @@ extension IdentityMap {
       return _observer(
         _core.write {
           _core.prepareAlias(key._id, T.self, list: false)
-          return _core.holdForHandle(_core.aliasNode(key._id, schema: .alias(of: T.self)))
+          return _core.holdForHandle(_core.aliasSlot(key._id, of: T.self))
         })
     }
     return _observer(
-      _core.read { _core.holdForHandle(_core.aliasNode(key._id, schema: .alias(of: T.self))) })
+      _core.read { _core.holdForHandle(_core.aliasSlot(key._id, of: T.self)) })
   }
 
   /// A handle on a collection alias, set or not. Its value is `nil` until the alias is set.
@@ -99,12 +106,12 @@ extension IdentityMap {
       return _observer(
         _core.write {
           _core.prepareAlias(key._id, T.self, list: true)
-          return _core.holdForHandle(_core.aliasNode(key._id, schema: .aliasList(of: T.self)))
+          return _core.holdForHandle(_core.collectionAliasSlot(key._id, of: T.self))
         })
     }
     return _observer(
       _core.read {
-        _core.holdForHandle(_core.aliasNode(key._id, schema: .aliasList(of: T.self)))
+        _core.holdForHandle(_core.collectionAliasSlot(key._id, of: T.self))
       })
   }
 

@@ -110,9 +110,9 @@ extension _MapCore {
     let needsValue =
       journal.level > 0 || node.hasSubscribers || node.s.flags.contains(.alias)
       || (registry.consumerCount > 0
-        && (node.readsOldValues
+        && (node.witness.readsOldValues(node)
           || (registry.logsChangedValues && node.s.flags.isDisjoint(with: [.list, .query]))))
-    let saved = needsValue ? node.saveValue(self) : _JournalEntry.notSaved
+    let saved = needsValue ? node.witness.saveValue(node, self) : _JournalEntry.notSaved
     appendEntry(node, saved: saved, wasPresent: wasPresent)
   }
 
@@ -126,7 +126,8 @@ extension _MapCore {
   @inlinable
   func publishesDirectly(_ node: _AnyNode) -> Bool {
     frame.depth == 1 && journal.entries.isEmpty && !layers.isLowered
-      && (registry.consumerCount == 0 || !(node.readsOldValues || registry.logsChangedValues))
+      && (registry.consumerCount == 0
+        || !(node.witness.readsOldValues(node) || registry.logsChangedValues))
   }
 
   /// Whether a parent that a propagation patches needs its journal record.
@@ -148,7 +149,9 @@ extension _MapCore {
   @inlinable
   func publishDirectly(_ node: _AnyNode, _ kind: _ChangeKind, stampBefore: Stamp) {
     publish(node, kind)
-    if registry.persistedTypes > 0 { node.persist(kind, stampBefore: stampBefore) }
+    if registry.persistedTypes > 0 {
+      node.witness.feedConsumers(node, kind, _JournalEntry.notSaved, stampBefore, self)
+    }
   }
 
   /// Records a node the current write just created: before, it did not exist.
@@ -252,15 +255,15 @@ extension _MapCore {
       }
     }
     if entry.saved >= 0 {
-      node.restoreValue(entry.saved, self)
+      node.witness.restoreValue(node, entry.saved)
     } else if node.s.flags.contains(.alias) {
-      node.clearAliasValue()
+      node.witness.clearAliasValue(node)
     }
     node.s.stamp = entry.stamp
     let wasRegistered = entry.flags.contains(.registered)
     let isRegistered = node.s.flags.contains(.registered)
     if wasRegistered && !isRegistered {
-      node.reregister(in: self)
+      node.witness.reregister(node, self)
       disown(node)
     } else if !wasRegistered && isRegistered && !node.s.flags.contains(.alias) {
       unregisterKeepingHolders(node)
@@ -286,9 +289,9 @@ extension _MapCore {
   /// write ends.
   private func restoreCreated(_ list: _AnyNode, links: [_ChildLink]) {
     relink(list, to: links)
-    list.materialize(self)
+    list.witness.materialize(list)
     let gone = list.children.indices.filter { !list.children[$0].child.isPresent }
-    if !gone.isEmpty { relink(list, to: list.dropChildren(atSlots: gone, self)) }
+    if !gone.isEmpty { relink(list, to: list.witness.dropChildren(list, gone)) }
     touchCreated(list)
   }
 }

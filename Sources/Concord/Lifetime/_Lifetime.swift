@@ -292,9 +292,9 @@ extension _MapCore {
   func purge(_ node: _AnyNode) {
     disown(node)
     node.s.flags.insert(.purged)
-    if node.s.flags.contains(.query) { node.detachConsumer(self) }
+    if node.s.flags.contains(.query) { node.witness.detachConsumer(node, self) }
     if node.s.flags.contains(.registered) {
-      node.unregister(from: self)
+      node.witness.unregister(node, self)
       if !node.s.flags.contains(.alias) { outbox.logReleased(node) }
     }
     unlinkChildren(of: node)
@@ -372,7 +372,7 @@ extension _MapCore {
 
   /// Takes `node` out of its table, keeping it alive if something outside still holds it.
   func unregisterKeepingHolders(_ node: _AnyNode) {
-    node.unregister(from: self)
+    node.witness.unregister(node, self)
     if node.externalHolds > 0 { adopt(node) }
   }
 }

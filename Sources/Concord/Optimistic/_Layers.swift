@@ -51,7 +51,8 @@ final class _Layer: @unchecked Sendable {
   }
 }
 
-/// What one shadowed entity is underneath, and what each layer over it wrote.
+/// What one shadowed entity is underneath, and what each layer over it wrote. The typed part
+/// is `_Shadow<T>`, which provides the operations (`_ShadowOps`).
 @usableFromInline
 class _AnyShadow {
   /// The entity; the shadow holds it (one external hold) while it lives.
@@ -61,53 +62,75 @@ class _AnyShadow {
   @usableFromInline var baseStamp: Stamp
   /// The layers over the entity, oldest first, with the stamp the entity had after each.
   @usableFromInline var entries: [(serial: Int, stamp: Stamp)] = []
+  /// The operations that need the entity's type.
+  @usableFromInline let ops: _ShadowOps
 
-  init(node: _AnyNode, baseExists: Bool, baseStamp: Stamp) {
+  @usableFromInline
+  init(node: _AnyNode, baseExists: Bool, baseStamp: Stamp, ops: _ShadowOps) {
     self.node = node
     self.baseExists = baseExists
     self.baseStamp = baseStamp
+    self.ops = ops
   }
 
   /// Shows the value underneath, if the entity has one.
-  func lower(_: _MapCore) { fatalError("abstract") }
+  final func lower(_ core: _MapCore) { ops.lower(self, core) }
   /// Shows the newest layer's value.
-  func raise(_: _MapCore) { fatalError("abstract") }
+  final func raise(_ core: _MapCore) { ops.raise(self, core) }
   /// Keeps the node's value as the value underneath: a write from outside stored into it.
-  func keepAsBase() { fatalError("abstract") }
+  final func keepAsBase() { ops.keepAsBase(self) }
   /// Records the node's value as layer `serial`'s.
-  func push(_: Int) { fatalError("abstract") }
+  final func push(_ serial: Int) { ops.push(self, serial) }
   /// Forgets layer `serial`'s value.
-  func pop(_: Int) { fatalError("abstract") }
+  final func pop(_ serial: Int) { ops.pop(self, serial) }
   /// Makes layer `serial`'s value the value underneath, unless a newer stamp is there.
-  func commit(_: Int) { fatalError("abstract") }
-
+  final func commit(_ serial: Int) { ops.commit(self, serial) }
   /// What is wrong with the shadow between writes, if anything; for `_checkInvariants`.
-  func problem() -> String? { fatalError("abstract") }
+  final func problem() -> String? { ops.problem(self) }
+}
+
+/// The operations on a shadow that need its entity's type, made by `_Shadow<T>` where `T` is
+/// known, so that what runs on every write from outside (lowering, raising, keeping a value
+/// underneath) runs specialized.
+@usableFromInline
+struct _ShadowOps {
+  @usableFromInline let lower: (_AnyShadow, _MapCore) -> Void
+  @usableFromInline let raise: (_AnyShadow, _MapCore) -> Void
+  @usableFromInline let keepAsBase: (_AnyShadow) -> Void
+  @usableFromInline let push: (_AnyShadow, Int) -> Void
+  @usableFromInline let pop: (_AnyShadow, Int) -> Void
+  @usableFromInline let commit: (_AnyShadow, Int) -> Void
+  @usableFromInline let problem: (_AnyShadow) -> String?
+
+  @inlinable
+  init<T: Identifiable & Sendable>(of _: T.Type) {
+    func shadow(_ erased: _AnyShadow) -> _Shadow<T> { unsafeDowncast(erased, to: _Shadow<T>.self) }
+    lower = { shadow($0)._lower($1) }
+    raise = { shadow($0)._raise($1) }
+    keepAsBase = { shadow($0)._keepAsBase() }
+    push = { shadow($0)._push($1) }
+    pop = { shadow($0)._pop($1) }
+    commit = { shadow($0)._commit($1) }
+    problem = { shadow($0)._problem() }
+  }
 }
 
 /// The shadow of an entity of type `T`.
-///
-/// NB: what runs on every write from outside (lowering, raising, keeping a value underneath)
-/// runs specialized, through the table's `_EntityOps`; see `_lower` and its siblings.
 @usableFromInline
 final class _Shadow<T: Identifiable & Sendable>: _AnyShadow {
   @usableFromInline var base: T?
   /// Each layer's value, parallel to `entries`.
   @usableFromInline var values: [T] = []
 
+  @inlinable
   init(node: _EntityNode<T>, base: T?, baseStamp: Stamp) {
     self.base = base
-    super.init(node: node, baseExists: base != nil, baseStamp: baseStamp)
+    super.init(
+      node: node, baseExists: base != nil, baseStamp: baseStamp, ops: _ShadowOps(of: T.self))
   }
 
   @inlinable
   var entity: _EntityNode<T> { unsafeDowncast(node, to: _EntityNode<T>.self) }
-
-  override func lower(_ core: _MapCore) { entity.table.ops.lowerShadow(self, core) }
-
-  override func raise(_ core: _MapCore) { entity.table.ops.raiseShadow(self, core) }
-
-  override func keepAsBase() { entity.table.ops.keepShadowBase(self) }
 
   @inlinable
   func _lower(_ core: _MapCore) {
@@ -128,18 +151,21 @@ final class _Shadow<T: Identifiable & Sendable>: _AnyShadow {
     baseExists = true
   }
 
-  override func push(_ serial: Int) {
+  @inlinable
+  func _push(_ serial: Int) {
     entries.append((serial, node.s.stamp))
     values.append(entity.value)
   }
 
-  override func pop(_ serial: Int) {
+  @inlinable
+  func _pop(_ serial: Int) {
     guard let index = entries.firstIndex(where: { $0.serial == serial }) else { return }
     entries.remove(at: index)
     values.remove(at: index)
   }
 
-  override func problem() -> String? {
+  @usableFromInline
+  func _problem() -> String? {
     guard node.isPresent, node.externalHolds > 0 else {
       return "a shadowed \(T.self) is not stored, or not held"
     }
@@ -154,7 +180,8 @@ final class _Shadow<T: Identifiable & Sendable>: _AnyShadow {
     return nil
   }
 
-  override func commit(_ serial: Int) {
+  @inlinable
+  func _commit(_ serial: Int) {
     guard let index = entries.firstIndex(where: { $0.serial == serial }) else { return }
     let stamp = entries[index].stamp
     // NB: the stamp the entity had after the layer's write: the one that write gave, or, if it

@@ -119,13 +119,13 @@ extension _MapCore {
       let record = journal.entries[index]
       guard
         record.saved < 0 || !record.stamp._isSame(as: node.s.stamp)
-          || node.differs(fromSaved: record.saved, self)
+          || node.witness.differs(node, record.saved)
       else { continue }
       let shadow: _AnyShadow
       if let existing = layers.shadows[key] {
         shadow = existing
       } else {
-        guard let made = node.makeShadow(saved: record.saved, stamp: record.stamp) else {
+        guard let made = node.witness.makeShadow(node, record.saved, record.stamp) else {
           continue
         }
         shadow = made

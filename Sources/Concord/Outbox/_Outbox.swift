@@ -82,11 +82,11 @@ struct _Outbox {
     guard isLogging else { return }
     let stored = node.s.stamp
     let incoming = incoming ?? .nan
-    if let reference = node.makeReference() {
+    if let reference = node.witness.reference(node) {
       events.append {
         .discardedStale(.entity(reference), storedStamp: stored, incomingStamp: incoming)
       }
-    } else if let name = node.aliasName {
+    } else if let name = node.witness.aliasName(node) {
       events.append { .discardedStale(.alias(name), storedStamp: stored, incomingStamp: incoming) }
     }
   }
@@ -101,9 +101,9 @@ struct _Outbox {
 
   @usableFromInline
   mutating func _logStored(_ node: _AnyNode, stamp: Stamp?) {
-    if let reference = node.makeReference() {
+    if let reference = node.witness.reference(node) {
       events.append { .stored(reference, modifiedAt: stamp) }
-    } else if let name = node.aliasName {
+    } else if let name = node.witness.aliasName(node) {
       events.append { .aliasSet(name) }
     }
   }
@@ -111,7 +111,7 @@ struct _Outbox {
   /// Records that `node`, an entity nobody held, left the map.
   @usableFromInline
   mutating func logReleased(_ node: _AnyNode) {
-    guard isLogging, let reference = node.makeReference() else { return }
+    guard isLogging, let reference = node.witness.reference(node) else { return }
     events.append { .released(reference) }
   }
 }
@@ -122,8 +122,9 @@ extension _MapCore {
   func publish(_ node: _AnyNode, _ kind: _ChangeKind) {
     if node.hasSubscribers {
       if kind == .removed && !node.s.flags.contains(.alias) {
-        outbox.deliveries.append(node.makeRemovalDelivery(to: node.extras.subscribers))
-      } else if kind != .unchanged, let delivery = node.makeDelivery(version: frame.nextVersion()) {
+        outbox.deliveries.append(node.witness.removalDelivery(node, node.extras.subscribers))
+      } else if kind != .unchanged, let delivery = node.witness.delivery(node, frame.nextVersion())
+      {
         outbox.deliveries.append(delivery)
       }
     }
@@ -133,9 +134,9 @@ extension _MapCore {
   /// The log's view of a removal.
   @usableFromInline
   func logRemoved(_ node: _AnyNode) {
-    if let reference = node.makeReference() {
+    if let reference = node.witness.reference(node) {
       outbox.log { .removed(reference) }
-    } else if let name = node.aliasName {
+    } else if let name = node.witness.aliasName(node) {
       outbox.log { .aliasRemoved(name) }
     }
   }
@@ -154,7 +155,7 @@ extension _MapCore {
       if node.isPresent {
         if !wasPresent { return .inserted }
         // NB: a value not saved (see `touch(_:)`) counts as changed.
-        return saved < 0 || node.differs(fromSaved: saved, self) ? .updated : .unchanged
+        return saved < 0 || node.witness.differs(node, saved) ? .updated : .unchanged
       }
       return wasPresent ? .removed : nil
     }
@@ -175,22 +176,22 @@ extension _MapCore {
           // Created and taken out again within the write: nothing committed, but streams
           // opened on it meanwhile end.
           if node.hasSubscribers && node.s.flags.contains(.removed) {
-            outbox.deliveries.append(node.makeRemovalDelivery(to: node.extras.subscribers))
+            outbox.deliveries.append(node.witness.removalDelivery(node, node.extras.subscribers))
           }
           return
         }
         publish(node, kind)
         if registry.logsChangedValues && kind != .unchanged {
-          node.logChange(kind, saved: journal.entries[index].saved, self)
+          node.witness.logChange(node, kind, journal.entries[index].saved, self)
         }
         if !outbox.initials.isEmpty && kind != .unchanged { told.insert(ObjectIdentifier(node)) }
       }
     }
     for (node, subscriber) in outbox.initials where !told.contains(ObjectIdentifier(node)) {
       if node.s.flags.contains(.removed) && !node.s.flags.contains(.alias) {
-        outbox.deliveries.append(node.makeRemovalDelivery(to: [subscriber]))
+        outbox.deliveries.append(node.witness.removalDelivery(node, [subscriber]))
       } else {
-        outbox.deliveries.append(node.makeDelivery(to: subscriber, version: frame.nextVersion()))
+        outbox.deliveries.append(node.witness.deliveryTo(node, subscriber, frame.nextVersion()))
       }
     }
     outbox.initials.removeAll()

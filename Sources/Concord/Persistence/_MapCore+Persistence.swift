@@ -1,6 +1,6 @@
 // Persistence in the engine.
 //
-// Writing. A persisted type counts as a consumer of the change log (`_AnyNode.hasConsumers`),
+// Writing. A persisted type counts as a consumer of the change log (`_Witness.hasConsumers`),
 // so every write of it is journaled or published directly, and each committed change reaches the
 // type's `_Persisted`, which records it as a row (`_Row`) for the store. Releases are not
 // changes: a released entity stays in the store.
@@ -270,6 +270,14 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
     }
   }
 
+  /// The change of the alias `name` to `entities` (`nil` for its removal), stamped `stamp`, as
+  /// the store is to apply it.
+  @inlinable
+  func aliasChange(name: String, entities: [T]?, stamp: Stamp?) -> _PersistOp {
+    guard let entities else { return _AliasOp(name: name, kind: nil, values: nil, stamp: nil) }
+    return ops.saveAlias(name, kind, entities, stamp)
+  }
+
   /// The ids the alias `name` names, as the store has them, with the alias's stamp.
   func readAlias(_ name: String, _ core: _MapCore) -> (ids: [T.ID], stamp: Stamp?)? {
     switch persistence.unappliedAlias(name, kind: kind) {
@@ -305,10 +313,12 @@ struct _Row<T: Identifiable> {
 
 /// The deletion of an entity found by a load (see `admitLoaded`), which, unlike the rows a
 /// commit records, a rollback must be able to drop.
+@usableFromInline
 final class _RowRemoval<T: Identifiable & Sendable>: _PersistOp, @unchecked Sendable {
   let persisted: _Persisted<T>
   let id: T.ID
 
+  @usableFromInline
   init(_ persisted: _Persisted<T>, id: T.ID) {
     self.persisted = persisted
     self.id = id
@@ -326,8 +336,6 @@ final class _RowRemoval<T: Identifiable & Sendable>: _PersistOp, @unchecked Send
 /// look up `T`'s metadata (and its tuples' and dictionaries') on every commit.
 @usableFromInline
 struct _PersistedOps<T: Identifiable & Sendable> {
-  /// `_Persisted._record`, specialized.
-  @usableFromInline let record: (_Persisted<T>, _EntityNode<T>, _ChangeKind, Stamp) -> Void
   /// `_Persisted._encode`, specialized.
   @usableFromInline let encode:
     (_Persisted<T>, [_Row<T>], any PersistentStore, inout [PersistentChange], inout [Int]) -> Void
@@ -339,9 +347,6 @@ struct _PersistedOps<T: Identifiable & Sendable> {
 
   @inlinable
   init(store: any PersistentStore) where T: Codable, T.ID: Codable {
-    record = { persisted, node, kind, stampBefore in
-      persisted._record(node, kind, stampBefore: stampBefore)
-    }
     encode = { persisted, rows, store, changes, skipped in
       persisted._encode(rows, store, into: &changes, skipped: &skipped)
     }
@@ -498,7 +503,7 @@ extension _MapCore {
     for loaded in scratch.loaded {
       journal.entries.append(
         _JournalEntry(
-          node: loaded, previousMark: 0, saved: loaded.saveValue(self),
+          node: loaded, previousMark: 0, saved: loaded.witness.saveValue(loaded, self),
           stamp: loaded.s.stamp, links: journal.level > 0 ? loaded.children : nil,
           flags: loaded.s.flags.intersection([.registered, .removed, .anchored]),
           wasPresent: true))
@@ -593,33 +598,24 @@ extension _MapCore {
     withTable(T.self) { table in
       guard let persisted = table.persisted else { return }
       if list {
-        prepare(aliasNode(id, schema: .aliasList(of: T.self)), persisted, values: { $0 }) { $0 }
+        prepare(aliasNode(id, witness: table.collectionAliasWitness), persisted) { $0 }
       } else {
-        prepare(aliasNode(id, schema: .alias(of: T.self)), persisted, values: { [$0] }) {
-          $0.first
-        }
+        prepare(aliasNode(id, witness: table.aliasWitness), persisted) { $0.first }
       }
     }
   }
 
-  /// See `prepareAlias(_:_:list:)`: `values` lists the entities of an alias value, `make`
-  /// makes one from entities.
+  /// See `prepareAlias(_:_:list:)`: `make` makes an alias value from entities.
   @usableFromInline
   func prepare<T: Identifiable & Sendable, Wrapped: Sendable>(
-    _ node: _AliasNode<Wrapped>, _ persisted: _Persisted<T>,
-    values: @escaping @Sendable (Wrapped) -> [T], make: ([T]) -> Wrapped?
+    _ node: _AliasNode<Wrapped>, _ persisted: _Persisted<T>, make: ([T]) -> Wrapped?
   ) {
-    guard node.persist == nil else { return }
+    guard !node.persists else { return }
+    node.persists = true
     let name = node.id.name
-    node.persist = { node in
-      guard let value = node.value else {
-        return _AliasOp(name: name, kind: nil, values: nil, stamp: nil)
-      }
-      return persisted.ops.saveAlias(
-        name, persisted.kind, values(value), node.s.stamp.isNaN ? nil : node.s.stamp)
-    }
     noteHoldDropped(node)
-    guard !node.holdsAliasValue, let (ids, stamp) = persisted.readAlias(name, self) else { return }
+    guard !node.witness.holdsAliasValue(node), let (ids, stamp) = persisted.readAlias(name, self)
+    else { return }
     for id in ids { loadIfMissing(T.self, id: id) }
     let table = registry.table(for: T.self)
     guard let value = make(ids.compactMap { table.node($0)?.value }) else { return }

@@ -18,26 +18,19 @@ final class _Consumers<T: Identifiable & Sendable> {
   @usableFromInline var sinks: [_CollectorSink<T>] = []
   /// Queries (filtered or indexed) and collectors attached.
   @usableFromInline var count = 0
-  /// `_feed`, specialized: made where the consumers are created, in code specialized for `T`.
-  @usableFromInline let feedOp: (_Consumers<T>, _EntityNode<T>, _ChangeKind, T?, _MapCore) -> Void
-
   @inlinable
   init(table: _Table<T>) {
     self.table = table
-    feedOp = { consumers, node, kind, old, core in consumers._feed(node, kind, old: old, core) }
   }
 
   /// The nodes of every query, for `_checkInvariants`.
+  @usableFromInline
   var queryNodes: [_AnyNode] {
     filtered.map { $0.query.takeUnretainedValue() } + indexes.flatMap { $0.queryNodes }
   }
 
   /// Tells every consumer what the committed write did to `node`; `old` is its value before.
-  @usableFromInline
-  func feed(_ node: _EntityNode<T>, _ kind: _ChangeKind, old: T?, _ core: _MapCore) {
-    feedOp(self, node, kind, old, core)
-  }
-
+  /// Called by the witness of `T`'s entities (`_Table.entityHooks()`), specialized.
   @inlinable
   func _feed(_ node: _EntityNode<T>, _ kind: _ChangeKind, old: T?, _ core: _MapCore) {
     if !filtered.isEmpty {
@@ -55,7 +48,7 @@ final class _Consumers<T: Identifiable & Sendable> {
         }
       }
     }
-    for index in indexes { index.feedOp(index, node, kind, old, core) }
+    for index in indexes { index.ops.feed(index, node, kind, old, core) }
     guard !sinks.isEmpty else { return }
     let change: EntityChange<T>
     switch kind {
@@ -68,11 +61,13 @@ final class _Consumers<T: Identifiable & Sendable> {
   }
 
   /// What is wrong with the indexes, if anything; for `_checkInvariants`.
+  @usableFromInline
   var problem: String? {
     indexes.lazy.compactMap { $0.problem(self.table) }.first
   }
 
   /// Forgets `node`, which left the map without a change (it was released).
+  @usableFromInline
   func forget(_ node: _EntityNode<T>) {
     for index in indexes { index.forget(node) }
   }
@@ -137,24 +132,45 @@ final class _Consumers<T: Identifiable & Sendable> {
 @usableFromInline
 class _AnyIndex<T: Identifiable & Sendable> {
   @usableFromInline let keyPath: AnyKeyPath
-  /// The subclass's `_feed`, specialized.
-  @usableFromInline let feedOp: (_AnyIndex<T>, _EntityNode<T>, _ChangeKind, T?, _MapCore) -> Void
+  /// What needs the key's type, from the subclass, specialized.
+  @usableFromInline let ops: _IndexOps<T>
 
   @inlinable
-  init(
-    keyPath: AnyKeyPath,
-    feed: @escaping (_AnyIndex<T>, _EntityNode<T>, _ChangeKind, T?, _MapCore) -> Void
-  ) {
+  init(keyPath: AnyKeyPath, ops: _IndexOps<T>) {
     self.keyPath = keyPath
-    feedOp = feed
+    self.ops = ops
   }
 
-  var queryNodes: [_AnyNode] { fatalError("abstract") }
+  /// The index's live queries.
+  final var queryNodes: [_AnyNode] { ops.queryNodes(self) }
 
-  func forget(_: _EntityNode<T>) { fatalError("abstract") }
+  /// Forgets `node`, which left the map without a change (it was released).
+  final func forget(_ node: _EntityNode<T>) { ops.forget(self, node) }
 
   /// What is wrong with the index, if anything; for `_checkInvariants`.
-  func problem(_: _Table<T>) -> String? { fatalError("abstract") }
+  final func problem(_ table: _Table<T>) -> String? { ops.problem(self, table) }
+}
+
+/// The operations of an index of `T` that need its key's type: `_Index<T, V>`'s, made where
+/// `V` is known.
+@usableFromInline
+struct _IndexOps<T: Identifiable & Sendable> {
+  /// `_Index._feed`.
+  @usableFromInline let feed: (_AnyIndex<T>, _EntityNode<T>, _ChangeKind, T?, _MapCore) -> Void
+  @usableFromInline let forget: (_AnyIndex<T>, _EntityNode<T>) -> Void
+  @usableFromInline let queryNodes: (_AnyIndex<T>) -> [_AnyNode]
+  @usableFromInline let problem: (_AnyIndex<T>, _Table<T>) -> String?
+
+  @inlinable
+  init<V: Hashable>(key _: V.Type) {
+    func index(_ erased: _AnyIndex<T>) -> _Index<T, V> {
+      unsafeDowncast(erased, to: _Index<T, V>.self)
+    }
+    feed = { index($0)._feed($1, $2, old: $3, $4) }
+    forget = { index($0)._forget($1) }
+    queryNodes = { index($0).queries.values.flatMap { $0 } }
+    problem = { index($0)._problem($1) }
+  }
 }
 
 /// A secondary index of `T` on a key path to a `V`: the entities of each key, and the
@@ -183,12 +199,8 @@ final class _Index<T: Identifiable & Sendable, V: Hashable>: _AnyIndex<T> {
   init(consumers: _Consumers<T>, keyPath: KeyPath<T, V>) {
     self.consumers = consumers
     path = keyPath
-    super.init(keyPath: keyPath) { index, node, kind, old, core in
-      unsafeDowncast(index, to: _Index<T, V>.self)._feed(node, kind, old: old, core)
-    }
+    super.init(keyPath: keyPath, ops: _IndexOps(key: V.self))
   }
-
-  override var queryNodes: [_AnyNode] { queries.values.flatMap { $0 } }
 
   /// Files `node` under its current key; returns the key it was filed under before, if it
   /// differs.
@@ -225,7 +237,8 @@ final class _Index<T: Identifiable & Sendable, V: Hashable>: _AnyIndex<T> {
     }
   }
 
-  override func problem(_ table: _Table<T>) -> String? {
+  @usableFromInline
+  func _problem(_ table: _Table<T>) -> String? {
     guard keys.count == table.count else {
       return "the index on \(path) files \(keys.count) of \(table.count) entities"
     }
@@ -239,7 +252,8 @@ final class _Index<T: Identifiable & Sendable, V: Hashable>: _AnyIndex<T> {
     return nil
   }
 
-  override func forget(_ node: _EntityNode<T>) {
+  @inlinable
+  func _forget(_ node: _EntityNode<T>) {
     guard let key = keys.removeValue(forKey: ObjectIdentifier(node)) else { return }
     unfile(ObjectIdentifier(node), from: key)
   }

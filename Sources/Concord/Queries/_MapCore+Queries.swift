@@ -85,11 +85,13 @@ extension _MapCore {
       // records only, the ones there before.
       let end = journal.entries.count
       for index in 0..<end
-      where journal.entries[index].previousMark == 0 && journal.entries[index].node.hasConsumers {
+      where journal.entries[index].previousMark == 0
+        && journal.entries[index].node.witness.hasConsumers(journal.entries[index].node)
+      {
         guard let kind = committedChange(at: index) else { continue }
-        journal.entries[index].node.feedConsumers(
-          kind, saved: journal.entries[index].saved, stampBefore: journal.entries[index].stamp,
-          self)
+        journal.entries[index].node.witness.feedConsumers(
+          journal.entries[index].node, kind, journal.entries[index].saved,
+          journal.entries[index].stamp, self)
       }
     }
     while !registry.pendingStarts.isEmpty {

@@ -36,16 +36,11 @@ struct _QueryMember<T: Identifiable & Sendable> {
 /// The node behind a live query's handle. Its value is the result, in order; it holds each
 /// member with one external hold, and only its members.
 ///
-/// NB: the methods are `@inlinable` and reached through closures made where the query is
-/// opened, in code specialized for `T` (see `_EntityOps`): run unspecialized, a generic
+/// NB: the methods are `@inlinable` and reached through `_Consumers<T>` and the query
+/// witness (`_Table.queryHooks()`), in code specialized for `T`: run unspecialized, a generic
 /// class's methods look up metadata at every step, and opening a query cost 60 times a sort.
 @usableFromInline
 final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
-  @usableFromInline let listSchema: _Schema<[T]>
-  @usableFromInline let stashed = _Stash<[T]>()
-  /// NB: unowned(unsafe), by rule 1 of `_Lifetime.swift`: a map's tables live as long as the
-  /// map, which outlives its queries' nodes (rule 6).
-  @usableFromInline unowned(unsafe) let table: _Table<T>
   /// The consumers of `T` the query is attached to, once started.
   @usableFromInline var consumers: _Consumers<T>?
   /// `nil` for a query of every entity of the type, and for an indexed query, whose index
@@ -65,27 +60,21 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
   #endif
   /// Whether the query is attached to its consumers and holds its members.
   @usableFromInline var isStarted = false
-  /// `_detach`, specialized.
-  @usableFromInline var detachOp: ((_QueryNode<T>, _MapCore) -> Void)?
 
   @inlinable
   init(
     table: _Table<T>, filter: (@Sendable (T) -> Bool)?,
     sortedBy areInIncreasingOrder: (@Sendable (T, T) -> Bool)?
   ) {
-    listSchema = .list(of: T.self)
-    self.table = table
     self.filter = filter
     self.areInIncreasingOrder = areInIncreasingOrder
-    super.init(value: [], flags: [.list, .query])
-    detachOp = { query, core in query._detach(core) }
+    let witness = table.queryWitness
+    super.init(value: [], witness: witness, flags: witness.flags)
   }
 
-  @usableFromInline
-  override func schema(_: _MapCore) -> _Schema<[T]> { listSchema }
-
-  @usableFromInline
-  override func stash(_: _MapCore) -> _Stash<[T]> { stashed }
+  /// The table of the query's type (rule 1 of `_Lifetime.swift`).
+  @inlinable
+  var table: _Table<T> { unsafeDowncast(witness.table, to: _Table<T>.self) }
 
   // MARK: Order
 
@@ -217,11 +206,6 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
     isStarted = true
   }
 
-  @usableFromInline
-  override func detachConsumer(_ core: _MapCore) {
-    detachOp?(self, core)
-  }
-
   /// Stops maintaining the query and gives back its holds on its members.
   @inlinable
   func _detach(_ core: _MapCore) {
@@ -238,10 +222,11 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
     members = []
     memberIDs = []
     for member in dropped { member.node._withUnsafeGuaranteedRef { core.dropExternalHold(on: $0) } }
-    detachOp = nil
   }
 
-  override func queryProblem(_ core: _MapCore) -> String? {
+  /// What is wrong with the query, if anything; for `_checkInvariants`.
+  @usableFromInline
+  var problem: String? {
     guard isStarted else { return "a live query was never started" }
     guard members.count == value.count, memberIDs.count == members.count else {
       return "\(value.count) values, \(members.count) members, \(memberIDs.count) ids"

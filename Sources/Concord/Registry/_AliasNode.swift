@@ -2,59 +2,14 @@
 @usableFromInline
 final class _AliasNode<Wrapped: Sendable>: _Node<Wrapped?> {
   @usableFromInline let id: _AliasID
-  let aliasSchema: _Schema<Wrapped?>
-  let stashed = _Stash<Wrapped?>()
-  /// The op that persists the slot's value, when its entity type is persisted; see
-  /// `_MapCore.prepareAlias(_:_:list:)`.
-  var persist: ((_AliasNode<Wrapped>) -> _PersistOp)?
+  /// Whether the slot's changes reach the store: its entity type is persisted, and the slot was
+  /// readied for it; see `_MapCore.prepareAlias(_:_:list:)`.
+  @usableFromInline var persists = false
 
   @usableFromInline
-  init(id: _AliasID, schema: _Schema<Wrapped?>) {
+  init(id: _AliasID, witness: _Witness) {
     self.id = id
-    self.aliasSchema = schema
-    super.init(value: nil, flags: [.registered, .alias])
-  }
-
-  @usableFromInline
-  override func schema(_: _MapCore) -> _Schema<Wrapped?> { aliasSchema }
-
-  @usableFromInline
-  override func stash(_: _MapCore) -> _Stash<Wrapped?> { stashed }
-
-  @usableFromInline
-  override var holdsAliasValue: Bool { value != nil }
-
-  @usableFromInline
-  override var releasesWithoutLock: Bool { false }
-
-  override var aliasName: String? { id.name }
-
-  override func clearAliasValue() { value = nil }
-
-  override var hasConsumers: Bool { persist != nil }
-
-  override func feedConsumers(
-    _ kind: _ChangeKind, saved _: Int32, stampBefore: Stamp, _ core: _MapCore
-  ) {
-    guard let persist, let persistence = core.persistence else { return }
-    if kind != .unchanged || !s.stamp._isSame(as: stampBefore) {
-      persistence.current.append(persist(self))
-    }
-  }
-
-  override func unregister(from core: _MapCore) {
-    if core.registry.aliases[id] === self {
-      // NB: released after the lock, with the outbox, like every node a write drops.
-      core.outbox.graveyard.append(self)
-      core.registry.aliases[id] = nil
-    }
-    s.flags.remove(.registered)
-  }
-
-  override func reregister(in core: _MapCore) {
-    core.registry.aliases[id] = self
-    s.flags.insert(.registered)
-    s.flags.remove(.removed)
+    super.init(value: nil, witness: witness, flags: witness.flags)
   }
 }
 
@@ -65,25 +20,47 @@ extension _MapCore {
   /// is purged when the write ends.
   @usableFromInline
   func aliasNode<Wrapped: Sendable>(
-    _ id: _AliasID, schema: @autoclosure () -> _Schema<Wrapped?>
+    _ id: _AliasID, witness: @autoclosure () -> _Witness
   ) -> _AliasNode<Wrapped> {
     if let existing = registry.aliases[id] {
       // NB: the id includes the value type, so the slot has this type.
       return unsafeDowncast(existing, to: _AliasNode<Wrapped>.self)
     }
-    let node = _AliasNode<Wrapped>(id: id, schema: schema())
+    let node = _AliasNode<Wrapped>(id: id, witness: witness())
     registry.aliases[id] = node
     return node
+  }
+
+  /// The slot of the single alias `id` of `T`, created empty if there is none; see
+  /// `aliasNode(_:witness:)`.
+  @inlinable
+  func aliasSlot<T: Identifiable & Sendable>(_ id: _AliasID, of _: T.Type) -> _AliasNode<T> {
+    aliasNode(id, witness: witnesses(of: T.self).aliasWitness)
+  }
+
+  /// The slot of the collection alias `id` of `T`, created empty if there is none.
+  @inlinable
+  func collectionAliasSlot<T: Identifiable & Sendable>(_ id: _AliasID, of _: T.Type)
+    -> _AliasNode<[T]>
+  {
+    aliasNode(id, witness: witnesses(of: T.self).collectionAliasWitness)
+  }
+
+  /// The table of `T`, whose witnesses a caller wants.
+  @inlinable
+  func witnesses<T: Identifiable & Sendable>(of _: T.Type) -> _Table<T> {
+    registry.table(for: T.self)
   }
 
   /// Writes `value` into the alias `id`.
   @usableFromInline
   func setAlias<Wrapped: Sendable>(
-    _ id: _AliasID, to value: Wrapped, schema: _Schema<Wrapped?>, stamp: Stamp?
+    _ id: _AliasID, to value: Wrapped, witness: @autoclosure () -> _Witness, stamp: Stamp?
   ) -> _AliasNode<Wrapped> {
-    let node = aliasNode(id, schema: schema)
+    let node: _AliasNode<Wrapped> = aliasNode(id, witness: witness())
     noteHoldDropped(node)
-    writeTree(into: node, payload: value, stamp: schema.stamp(of: value, call: stamp), call: stamp)
+    let own = node.withSchema { $0.stamp(of: value, call: stamp) }
+    writeTree(into: node, payload: value, stamp: own, call: stamp)
     return node
   }
 
@@ -95,7 +72,7 @@ extension _MapCore {
     guard let existing = registry.aliases[id] else { return false }
     let node = unsafeDowncast(existing, to: _AliasNode<Wrapped>.self)
     guard let old = node.value else { return false }
-    let schema = node.aliasSchema
+    let schema = node.schema.takeUnretainedValue()
     // NB: as in `update(_:id:stamp:_:)`, a stamped value's stamp is known from the result.
     guard schema.stamp != nil || node.admits(stamp) || stamp == node.s.stamp else {
       outbox.logStale(node, incoming: stamp)
@@ -114,14 +91,14 @@ extension _MapCore {
   /// Empties the alias `id`, releasing what it held, and forgets its stamp.
   @usableFromInline
   func removeAlias(_ id: _AliasID) {
-    guard let node = registry.aliases[id], node.holdsAliasValue else { return }
+    guard let node = registry.aliases[id], node.witness.holdsAliasValue(node) else { return }
     emptyAlias(node)
   }
 
   /// Empties an alias node: value `nil`, no links, no stamp.
   func emptyAlias(_ node: _AnyNode) {
     touch(node)
-    node.clearAliasValue()
+    node.witness.clearAliasValue(node)
     relink(node, to: [])
     settleAlias(node)
   }
@@ -129,9 +106,9 @@ extension _MapCore {
   /// Brings an alias node's anchor and stamp in line with its value after a write: a set alias
   /// holds itself, and an empty one has no stamp (whether or not anything observes it).
   func settleAlias(_ node: _AnyNode) {
-    if !node.holdsAliasValue { node.s.stamp = .nan }
+    if !node.witness.holdsAliasValue(node) { node.s.stamp = .nan }
     let anchored = node.s.flags.contains(.anchored)
-    guard node.holdsAliasValue != anchored else { return }
+    guard node.witness.holdsAliasValue(node) != anchored else { return }
     setAnchor(node, !anchored)
   }
 

@@ -159,10 +159,13 @@ final class _NodeExtras {
   @usableFromInline init() {}
 }
 
-/// A slot of the map: one entity, one alias, or the list behind a batch handle.
+/// A slot of the map: one entity, one alias, the list behind a batch handle, or a live query's
+/// result.
 ///
-/// Every field is guarded by the owning map's lock. The typed part lives in `_Node<Value>`; this
-/// base holds what the graph and lifetime algorithms need without knowing the type.
+/// A node holds graph state only: its hold counts, flags, stamp, links and subscribers. Its
+/// value lives in the subclass `_Node<Value>`, and everything that reads or writes the value
+/// goes through the node's ``witness``, which knows its type. Every field is guarded by the
+/// owning map's lock, but for the external hold count (see `_AnyNode+Holds.swift`).
 @usableFromInline
 class _AnyNode {
   /// Holds from outside the graph: each handle, each subscription, the alias anchor, each live
@@ -188,9 +191,18 @@ class _AnyNode {
     @exclusivity(unchecked) @usableFromInline final var internalHolds: Int32 = 0
     @exclusivity(unchecked) @usableFromInline final var s: _NodeState
   #endif
+  /// The operations on the node that depend on its value's type.
+  ///
+  /// NB: unowned(unsafe), by rule 1 of `_Lifetime.swift`: a witness lives in the table of its
+  /// entity type. A constant, so that it may be read without the lock (see
+  /// `releasesWithoutLock`).
+  @usableFromInline final unowned(unsafe) let witness: _Witness
 
-  @usableFromInline
-  init(flags: _NodeFlags) {
+  /// NB: the witness is borrowed (`__shared`), sparing a retain and a release per node made:
+  /// the node refers to it unowned.
+  @inlinable
+  init(witness: __shared _Witness, flags: _NodeFlags) {
+    self.witness = witness
     s = _NodeState(flags: flags)
   }
 
@@ -292,166 +304,28 @@ class _AnyNode {
   final var anchorHolds: Int32 { s.flags.contains(.anchored) ? 1 : 0 }
 
   /// Whether a handle may give its hold back without the lock while another hold remains:
-  /// not on an alias slot, whose anchor does not pin it (see `_MapCore.pin()`). NB: a method
-  /// of the class rather than a flag, so that it is read without the lock.
-  @usableFromInline
-  var releasesWithoutLock: Bool { true }
+  /// not on an alias slot, whose anchor does not pin it (see `_MapCore.pin()`). NB: read from
+  /// the witness, a constant, since it is read without the lock.
+  @inlinable
+  final var releasesWithoutLock: Bool { witness.kind != .alias }
 
   /// Whether the node counts as stored: a registered entity, a set alias, a batch list.
   @inlinable
   final var isPresent: Bool {
     let flags = s.flags
-    if flags.contains(.registered) { return !flags.contains(.alias) || holdsAliasValue }
+    if flags.contains(.registered) {
+      return !flags.contains(.alias) || witness.holdsAliasValue(self)
+    }
     return flags.contains(.list) && !flags.contains(.removed)
   }
-
-  // MARK: Typed operations, implemented by `_Node<Value>` and its subclasses
-
-  /// Whether the alias slot this node is holds a value. Only meaningful for alias nodes.
-  @usableFromInline
-  var holdsAliasValue: Bool { false }
-
-  /// Writes the current value of the child at `slot` into this node's value.
-  @usableFromInline
-  func patch(slot _: Int, _: _MapCore) { fatalError("abstract") }
-
-  /// Rebuilds this node's value from the current values of its children, cutting cycles; see
-  /// `_Materialize.swift`.
-  @usableFromInline
-  func materialize(_: _MapCore) { fatalError("abstract") }
-
-  /// Whether this node's value cannot exist without the child at `slot`.
-  @usableFromInline
-  func requiresChild(atSlot _: Int, _: _MapCore) -> Bool { fatalError("abstract") }
-
-  /// Removes the children at `slots` from this node's value, and returns the links that remain
-  /// with their new positions.
-  @usableFromInline
-  func dropChildren(atSlots _: [Int], _: _MapCore) -> [_ChildLink] { fatalError("abstract") }
-
-  /// Claims the nested entities of the payload of claim `index`, one depth further.
-  @usableFromInline
-  func expand(claim _: Int, _: _MapCore) { fatalError("abstract") }
-
-  /// For a ``Mergeable`` type, folds every occurrence chained to winning claim `index` into its
-  /// payload; see `_Node.mergeClaims(_:_:atExpansion:)`.
-  @usableFromInline
-  func mergeClaims(_: Int, _: _MapCore, atExpansion _: Bool) { fatalError("abstract") }
-
-  /// Whether the payload of claim `index` is bit for bit the node's value (see `_identical`);
-  /// never for a node the pass created, nor for a type that is not `Equatable`, whose
-  /// subscribers are told of every write.
-  @usableFromInline
-  func isIdentical(toClaim _: Int, _: _MapCore) -> Bool { fatalError("abstract") }
-
-  /// Makes the payload of claim `index` the node's value.
-  @usableFromInline
-  func apply(claim _: Int, _: _MapCore) { fatalError("abstract") }
-
-  /// Keeps a copy of the value in the write's stash and returns where, for the journal.
-  @usableFromInline
-  func saveValue(_: _MapCore) -> Int32 { fatalError("abstract") }
-
-  /// Puts back the value saved at `index`.
-  @usableFromInline
-  func restoreValue(_: Int32, _: _MapCore) { fatalError("abstract") }
-
-  /// Whether the value differs from the one saved at `index`: always, unless the value type is
-  /// `Equatable` and the two are `==`.
-  @usableFromInline
-  func differs(fromSaved _: Int32, _: _MapCore) -> Bool { fatalError("abstract") }
-
-  /// Takes the node out of its table or of the alias table.
-  @usableFromInline
-  func unregister(from _: _MapCore) { fatalError("abstract") }
-
-  /// Puts a removed node back into its table; used by rollback.
-  @usableFromInline
-  func reregister(in _: _MapCore) { fatalError("abstract") }
-
-  /// A snapshot of the value for the subscribers, to deliver after the lock is released.
-  @usableFromInline
-  func makeDelivery(version _: UInt64) -> _Delivery? { fatalError("abstract") }
-
-  /// The removal of the node, with its value, for `subscribers`.
-  @usableFromInline
-  func makeRemovalDelivery(to _: [_AnySubscriber]) -> _Delivery { fatalError("abstract") }
-
-  /// A snapshot of the value for one subscriber, to deliver after the lock is released.
-  @usableFromInline
-  func makeDelivery(to _: _AnySubscriber, version _: UInt64) -> _Delivery {
-    fatalError("abstract")
-  }
-
-  /// Names the entity in log events. `nil` for aliases and batch lists.
-  @usableFromInline
-  func makeReference() -> EntityReference? { nil }
-
-  /// The alias this node is the slot of, if it is one.
-  var aliasName: String? { nil }
-
-  /// Empties the alias slot this node is. Only called on alias nodes.
-  @usableFromInline
-  func clearAliasValue() { fatalError("abstract") }
 
   /// Whether a write stamped `incoming` may replace the value; see ``Stamp``.
   @inlinable
   final func admits(_ incoming: Stamp?) -> Bool { s.stamp._admits(incoming) }
-
-  /// Whether every child slot holds its child's stored value; for `_checkInvariants`.
-  @usableFromInline
-  func slotsMatchChildren(_: _MapCore) -> Bool { fatalError("abstract") }
-
-  /// Whether the node's `.mergeable` flag says what its schema says; for `_checkInvariants`.
-  func flagsMatchSchema(_: _MapCore) -> Bool { fatalError("abstract") }
-
-  // MARK: Consumers of the change log (queries, indexes, collectors)
-
-  /// Whether live queries, collectors or persistence read this node's changes: an entity whose
-  /// type has any, or is persisted.
-  @usableFromInline
-  var hasConsumers: Bool { false }
-
-  /// Hands a change published without the journal to persistence, when the node is an entity
-  /// of a persisted type.
-  @usableFromInline
-  func persist(_: _ChangeKind, stampBefore _: Stamp) {}
-
-  /// Tells persistence, in the middle of a write, that the node's entity was removed: the
-  /// write's later reads must not load it back from the store. Does nothing unless its type
-  /// is persisted.
-  func persistRemoval(_: _MapCore) {}
-
-  /// Only for an entity: logs a `changed` event with its value before the write (saved at
-  /// `saved`) and now.
-  func logChange(_: _ChangeKind, saved _: Int32, _: _MapCore) {}
-
-  /// Whether consumers of this node's changes compare them with its value before the write:
-  /// an entity whose type has live queries or collectors.
-  @usableFromInline
-  var readsOldValues: Bool { false }
-
-  /// Tells the live queries and collectors of the node's type what the committed write did to
-  /// it, and persists the change when its type is persisted. `saved` is where its journal saved
-  /// its value from before the write, if it did; `stampBefore` is its stamp then.
-  @usableFromInline
-  func feedConsumers(_: _ChangeKind, saved _: Int32, stampBefore _: Stamp, _: _MapCore) {}
-
-  /// Only for a query node, which nobody holds any more: stops maintaining it and gives back
-  /// its holds on its members.
-  @usableFromInline
-  func detachConsumer(_: _MapCore) {}
-
-  /// Only for a query node: what is wrong with it, if anything; for `_checkInvariants`.
-  func queryProblem(_: _MapCore) -> String? { nil }
-
-  /// Only for an entity: a shadow for optimistic layers, with the value saved at `saved` as its
-  /// value underneath: none when the write created the node (`_JournalEntry.created`), its
-  /// current value when its record saved none (`_JournalEntry.notSaved`).
-  func makeShadow(saved _: Int32, stamp _: Stamp) -> _AnyShadow? { nil }
 }
 
-/// A slot holding a value of type `Value`: the base of entity, alias and batch list nodes.
+/// A node holding a value of type `Value`: an entity (`_EntityNode`), an alias slot
+/// (`_AliasNode`), a batch list, or a live query (`_QueryNode`).
 @usableFromInline
 class _Node<Value: Sendable>: _AnyNode {
   #if DEBUG
@@ -461,11 +335,11 @@ class _Node<Value: Sendable>: _AnyNode {
   #endif
 
   /// NB: `consuming`, so that the value moves into the node instead of being copied there and
-  /// released by the caller.
-  @usableFromInline
-  init(value: consuming Value, flags: _NodeFlags) {
+  /// released by the caller; the witness borrowed, as in `_AnyNode.init(witness:flags:)`.
+  @inlinable
+  init(value: consuming Value, witness: __shared _Witness, flags: _NodeFlags) {
     self.value = value
-    super.init(flags: flags)
+    super.init(witness: witness, flags: flags)
   }
 
   /// The value of `node`, which must be a `_Node<Value>`.
@@ -474,373 +348,57 @@ class _Node<Value: Sendable>: _AnyNode {
     unsafeDowncast(node, to: _Node<Value>.self).value
   }
 
-  /// What the map knows about `Value`: its nested entities and its equality.
-  @usableFromInline
-  func schema(_: _MapCore) -> _Schema<Value> { fatalError("abstract") }
+  /// What the map knows about `Value`, from the witness. NB: borrowed, as every use of it is:
+  /// the witness keeps it (rule 1 of `_Lifetime.swift`).
+  @inlinable
+  final var schema: Unmanaged<_Schema<Value>> {
+    .passUnretained(unsafeDowncast(witness.erasedSchema, to: _Schema<Value>.self))
+  }
 
-  /// ``schema(_:)``, unretained. NB: an entity's schema lives in its table (rule 1 of
-  /// `_Lifetime.swift`), an alias's or a list's in the node itself, which the caller holds;
-  /// taking it unretained saves an atomic retain and release each time a pass reaches the node.
-  @usableFromInline
-  func unretainedSchema(_ core: _MapCore) -> Unmanaged<_Schema<Value>> {
-    Unmanaged.passUnretained(schema(core))
+  /// The write's stash of values of this node's type, from the witness, borrowed as `schema`.
+  @inlinable
+  final var stash: Unmanaged<_Stash<Value>> {
+    .passUnretained(unsafeDowncast(witness.stash, to: _Stash<Value>.self))
   }
 
   /// Calls `body` with the node's schema, borrowed.
   @inlinable
-  final func withSchema<R>(_ core: _MapCore, _ body: (_Schema<Value>) -> R) -> R {
-    unretainedSchema(core)._withUnsafeGuaranteedRef(body)
-  }
-
-  /// The write's stash of values of this node's type.
-  @usableFromInline
-  func stash(_: _MapCore) -> _Stash<Value> { fatalError("abstract") }
-
-  /// ``stash(_:)``, unretained, as ``unretainedSchema(_:)``: an entity's stash lives in its
-  /// table (rule 1), an alias's or a list's in the node, and a pass reads it for every claim.
-  @usableFromInline
-  func unretainedStash(_ core: _MapCore) -> Unmanaged<_Stash<Value>> {
-    Unmanaged.passUnretained(stash(core))
+  final func withSchema<R>(_ body: (_Schema<Value>) -> R) -> R {
+    schema._withUnsafeGuaranteedRef(body)
   }
 
   /// Calls `body` with the write's stash of this node's type, borrowed.
   @inlinable
-  final func withStash<R>(_ core: _MapCore, _ body: (_Stash<Value>) -> R) -> R {
-    unretainedStash(core)._withUnsafeGuaranteedRef(body)
+  final func withStash<R>(_ body: (_Stash<Value>) -> R) -> R {
+    stash._withUnsafeGuaranteedRef(body)
   }
+}
 
+/// The node of one entity.
+@usableFromInline
+final class _EntityNode<T: Identifiable & Sendable>: _Node<T> {
+  /// The node's rank in its table's creation order: live queries without a comparator, and
+  /// ties, list their members in this order, the order they were first stored.
+  @usableFromInline let sequence: UInt64
+
+  /// NB: the value is consumed, moved into the node; the table is borrowed (`__shared`),
+  /// sparing a retain and a release per node created.
   @inlinable
-  final func _patch(slot: Int, _ core: _MapCore) {
-    _patch(slot: slot, schema: schema(core))
+  init(value: consuming T, table: __shared _Table<T>) {
+    table.lastSequence &+= 1
+    sequence = table.lastSequence
+    super.init(value: value, witness: table.witness, flags: table.witness.flags)
   }
 
-  /// Writes the child linked at `slot` into the value, with the node's `schema`.
+  /// The table of the node's type, in the node's map: its witness's (rule 1 of
+  /// `_Lifetime.swift`).
   @inlinable
-  final func _patch(slot: Int, schema: _Schema<Value>) {
-    let link = s.extras.unsafelyUnwrapped.children[slot]
-    // NB: borrowed, not retained (rule 7): the link's child is in the map (rule 4), and the
-    // schema keeps its accessors. A fan-out patches every parent of a child, and each retain
-    // and release is an atomic operation.
-    let accessor = Unmanaged.passUnretained(schema.accessor(link.accessor))
-    let child = Unmanaged.passUnretained(link.child)
-    guard link.child !== self else {
-      // NB: a value holding its own entity (a member among its friends) reads itself while
-      // being written: write into a copy.
-      var copy = value
-      accessor._withUnsafeGuaranteedRef { $0.write(link.child, Int(link.position), &copy) }
-      value = copy
-      return
-    }
-    accessor._withUnsafeGuaranteedRef { accessor in
-      child._withUnsafeGuaranteedRef { accessor.write($0, Int(link.position), &value) }
-    }
-  }
-
-  @usableFromInline
-  override func patch(slot: Int, _ core: _MapCore) {
-    _patch(slot: slot, core)
-  }
-
-  @inlinable
-  final func _materialize(_ core: _MapCore) {
-    value = _materialized(core)
-  }
-
-  /// Rewrites the value of a node on no cycle with its children's stored values, by its
-  /// `schema`: `_materialize(_:)` for the common case.
-  ///
-  /// NB: inlinable, so that the typed operations (`_EntityOps`, `_ListNode.rebuild`) run it
-  /// specialized; the accessors are borrowed, since each retain and release is an atomic
-  /// operation.
-  @inlinable
-  final func _rebuildFromChildren(schema: _Schema<Value>) {
-    // NB: when every slot already holds its child's value (a new aggregate, a page stored
-    // again unchanged), rebuilding writes nothing, yet copying the value to rebuild it retains
-    // and releases every reference it holds.
-    guard !_holdsItsChildren(schema: schema) else { return }
-    value = _rebuiltFromChildren(schema: schema)
-  }
-
-  /// Whether every child slot of the value holds that child's stored value bit for bit.
-  @inlinable
-  final func _holdsItsChildren(schema: _Schema<Value>) -> Bool {
-    guard s.extras != nil else { return true }
-    // NB: the extras, each accessor and each child borrowed (rule 7), as in
-    // `_rebuiltFromChildren`.
-    return Unmanaged.passUnretained(s.extras.unsafelyUnwrapped)._withUnsafeGuaranteedRef {
-      extras in
-      for index in extras.children.indices {
-        let link = extras.children[index]
-        let holds = Unmanaged.passUnretained(schema.accessor(link.accessor))
-          ._withUnsafeGuaranteedRef { accessor in
-            Unmanaged.passUnretained(link.child)._withUnsafeGuaranteedRef {
-              accessor.holds($0, Int(link.position), &value)
-            }
-          }
-        if !holds { return false }
-      }
-      return true
-    }
-  }
-
-  /// The value of a node on no cycle, rebuilt from its children's stored values with its
-  /// `schema`: `_materialized(_:)` for the common case.
-  @inlinable
-  final func _rebuiltFromChildren(schema: _Schema<Value>) -> Value {
-    var copy = value
-    guard s.extras != nil else { return copy }
-    // NB: the extras, each accessor and each child borrowed too (rule 7: the node keeps its
-    // extras, the schema its accessors, and linked children are in the map, rule 4), the
-    // links read by index rather than copied.
-    Unmanaged.passUnretained(s.extras.unsafelyUnwrapped)._withUnsafeGuaranteedRef { extras in
-      for index in extras.children.indices {
-        let link = extras.children[index]
-        Unmanaged.passUnretained(schema.accessor(link.accessor))._withUnsafeGuaranteedRef {
-          accessor in
-          Unmanaged.passUnretained(link.child)._withUnsafeGuaranteedRef {
-            accessor.write($0, Int(link.position), &copy)
-          }
-        }
-      }
-    }
-    return copy
-  }
-
-  @usableFromInline
-  override func materialize(_ core: _MapCore) {
-    _materialize(core)
-  }
-
-  @usableFromInline
-  final override func requiresChild(atSlot slot: Int, _ core: _MapCore) -> Bool {
-    let link = s.extras.unsafelyUnwrapped.children[slot]
-    return schema(core).accessor(link.accessor).remove == nil
-  }
-
-  @usableFromInline
-  final override func dropChildren(atSlots slots: [Int], _ core: _MapCore) -> [_ChildLink] {
-    let schema = schema(core)
-    let links = children
-    let droppedSlots = Set(slots)
-    // The dropped positions of each accessor, applied once per accessor, ascending.
-    var dropped: [Int32: [Int]] = [:]
-    for slot in droppedSlots {
-      dropped[links[slot].accessor, default: []].append(Int(links[slot].position))
-    }
-    var copy = value
-    for (accessor, positions) in dropped {
-      schema.accessor(accessor).remove.unsafelyUnwrapped(positions.sorted(), &copy)
-    }
-    value = copy
-    for key in dropped.keys { dropped[key]!.sort() }
-    // The other links keep their order; their positions shift down past the dropped ones.
-    return links.indices.compactMap { slot in
-      let link = links[slot]
-      guard !droppedSlots.contains(slot) else { return nil }
-      let shift = dropped[link.accessor]?._countLess(than: Int(link.position)) ?? 0
-      return _ChildLink(
-        child: link.child, accessor: link.accessor, position: link.position - Int32(shift))
-    }
-  }
-
-  @inlinable
-  final func _expand(claim index: Int, _ core: _MapCore) {
-    withSchema(core) { schema in
-      // NB: a leaf has nothing to visit; copying its payload out would retain its references.
-      guard !schema.erasedAccessors.isEmpty else { return }
-      let payload = withStash(core) { $0.values[Int(core.scratch.claims[index].payload)] }
-      for accessorIndex in schema.erasedAccessors.indices {
-        core.scratch.accessor = Int32(accessorIndex)
-        schema.accessor(Int32(accessorIndex)).forEachChild(payload, core)
-      }
-    }
-  }
-
-  @usableFromInline
-  override func expand(claim index: Int, _ core: _MapCore) {
-    _expand(claim: index, core)
-  }
-
-  /// Folds the stored value (unless the pass created the node) and every accepted occurrence
-  /// of the node into the payload of its winning claim `index`: the losing occurrences first,
-  /// in the order the claims walk met them, the winner last. An aggregate merges before it is
-  /// expanded, with the occurrences met so far; an entity without nested entities merges
-  /// before it is applied, with all of them. Does nothing unless `Value` is ``Mergeable``.
-  @inlinable
-  final func _mergeClaims(_ index: Int, _ core: _MapCore, atExpansion: Bool) {
-    let schema = schema(core)
-    guard let merge = schema.merge, schema.isLeaf != atExpansion,
-      core.scratch.claims[index].depth >= core.scratch.mergeFromDepth
-    else { return }
-    _mergeClaimChain(index, core, merge)
-  }
-
-  // NB: apart from the check above, so that the check, made for every claim of every type,
-  // does not instantiate `Value?`'s metadata where this method runs unspecialized.
-  @usableFromInline @inline(never)
-  final func _mergeClaimChain(
-    _ index: Int, _ core: _MapCore, _ merge: @Sendable (Value, Value) -> Value
-  ) {
-    let fresh = s.bits.contains(.fresh)
-    var chain: [Int] = []
-    var next = Int(core.scratch.claims[index].previous)
-    while next >= 0 {
-      chain.append(next)
-      next = Int(core.scratch.claims[next].previous)
-    }
-    guard !(fresh && chain.isEmpty) else { return }
-    chain.sort()
-    chain.append(index)
-    let stash = stash(core)
-    var merged: Value? = fresh ? nil : value
-    var stamp: Stamp?
-    for claimIndex in chain {
-      let claim = core.scratch.claims[claimIndex]
-      guard claim.verdict == .accepted else { continue }
-      let payload = stash.values[Int(claim.payload)]
-      merged = merged.map { merge(payload, $0) } ?? payload
-      if let claimStamp = claim.stamp, !claimStamp.isNaN {
-        stamp = max(stamp ?? claimStamp, claimStamp)
-      }
-    }
-    // NB: a node none of whose occurrences applies keeps its winner's verdict.
-    guard let merged, chain.contains(where: { core.scratch.claims[$0].verdict == .accepted }) else {
-      return
-    }
-    core.scratch.claims[index].payload = stash.append(merged, core)
-    core.scratch.claims[index].verdict = .accepted
-    core.scratch.claims[index].stamp = stamp
-  }
-
-  @usableFromInline
-  override func mergeClaims(_ index: Int, _ core: _MapCore, atExpansion: Bool) {
-    _mergeClaims(index, core, atExpansion: atExpansion)
-  }
-
-  @inlinable
-  final func _isIdentical(toClaim index: Int, _ core: _MapCore) -> Bool {
-    guard !s.bits.contains(.fresh) && withSchema(core, { $0.isEquatable }) else { return false }
-    return _holdsPayload(Int(core.scratch.claims[index].payload), core)
-  }
-
-  /// Whether the value is bit for bit the one at `payload` in the stash. Compares in place.
-  @inlinable
-  final func _holdsPayload(_ payload: Int, _ core: _MapCore) -> Bool {
-    withUnsafePointer(to: &value) { stored in
-      withStash(core) {
-        $0.values.withUnsafeBufferPointer { payloads in
-          _identical(at: stored, payloads.baseAddress! + payload)
-        }
-      }
-    }
-  }
-
-  @usableFromInline
-  override func isIdentical(toClaim index: Int, _ core: _MapCore) -> Bool {
-    _isIdentical(toClaim: index, core)
-  }
-
-  @inlinable
-  final func _apply(claim index: Int, _ core: _MapCore) {
-    let payload = Int(core.scratch.claims[index].payload)
-    // NB: a node the pass created already holds its first occurrence, most often the payload
-    // itself: skipping the copy spares a retain and a release per reference in the value.
-    if s.bits.contains(.fresh) && _holdsPayload(payload, core) { return }
-    value = withStash(core) { $0.values[payload] }
-  }
-
-  @usableFromInline
-  override func apply(claim index: Int, _ core: _MapCore) {
-    _apply(claim: index, core)
-  }
-
-  @inlinable
-  final func _saveValue(_ core: _MapCore) -> Int32 {
-    stash(core).append(value, core)
-  }
-
-  @usableFromInline
-  override func saveValue(_ core: _MapCore) -> Int32 {
-    _saveValue(core)
-  }
-
-  @inlinable
-  final func _restoreValue(_ index: Int32, _ core: _MapCore) {
-    value = stash(core).values[Int(index)]
-  }
-
-  @usableFromInline
-  override func restoreValue(_ index: Int32, _ core: _MapCore) {
-    _restoreValue(index, core)
-  }
-
-  @inlinable
-  final func _differs(fromSaved index: Int32, _ core: _MapCore) -> Bool {
-    schema(core).differ(stash(core).values[Int(index)], value)
-  }
-
-  @usableFromInline
-  override func differs(fromSaved index: Int32, _ core: _MapCore) -> Bool {
-    _differs(fromSaved: index, core)
-  }
-
-  @inlinable
-  final func _makeDelivery(version: UInt64) -> _Delivery? {
-    guard let subscribers = s.extras?.subscribers, !subscribers.isEmpty else { return nil }
-    return .value(value, version: version, to: subscribers)
-  }
-
-  @usableFromInline
-  override func makeDelivery(version: UInt64) -> _Delivery? {
-    _makeDelivery(version: version)
-  }
-
-  @inlinable
-  final func _makeRemovalDelivery(to subscribers: [_AnySubscriber]) -> _Delivery {
-    .removal(lastValue: value, to: subscribers)
-  }
-
-  @usableFromInline
-  override func makeRemovalDelivery(to subscribers: [_AnySubscriber]) -> _Delivery {
-    _makeRemovalDelivery(to: subscribers)
-  }
-
-  @inlinable
-  final func _makeDelivery(to subscriber: _AnySubscriber, version: UInt64) -> _Delivery {
-    .value(value, version: version, to: [subscriber])
-  }
-
-  @usableFromInline
-  override func makeDelivery(to subscriber: _AnySubscriber, version: UInt64) -> _Delivery {
-    _makeDelivery(to: subscriber, version: version)
-  }
-
-  final override func flagsMatchSchema(_ core: _MapCore) -> Bool {
-    let schema = schema(core)
-    return s.flags.contains(.mergeable) == (schema.merge != nil)
-      && (!s.flags.contains(.leaf) || schema.isLeaf)
-  }
-
-  @usableFromInline
-  final override func slotsMatchChildren(_ core: _MapCore) -> Bool {
-    let schema = schema(core)
-    guard let equality = schema.equality else { return true }
-    if cycle != 0 { return equality.equal(value, _materialized(core)) }
-    var copy = value
-    for link in children {
-      schema.accessor(link.accessor).write(link.child, Int(link.position), &copy)
-    }
-    return equality.equal(value, copy)
-  }
-
-  @usableFromInline
-  override func unregister(from _: _MapCore) {}
-  @usableFromInline
-  override func reregister(in _: _MapCore) {}
+  var table: _Table<T> { unsafeDowncast(witness.table, to: _Table<T>.self) }
 }
 
 extension Array where Element == Int {
   /// How many elements of this ascending array are less than `value`.
+  @usableFromInline
   func _countLess(than value: Int) -> Int {
     var low = 0
     var high = count

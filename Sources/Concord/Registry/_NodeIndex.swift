@@ -290,6 +290,7 @@ struct _NodeIndex<Key: Hashable, Node: AnyObject> {
   /// What is wrong with the index, if anything: an entry filed under another key than its
   /// node's, a byte that does not match its key's hash, an entry a probe for its key does not
   /// reach, or a count that differs from the entries; for `_checkInvariants`.
+  @usableFromInline
   func problem(key keyOfNode: (Unmanaged<Node>) -> Key) -> String? {
     var entries = 0
     for bucket in 0...mask where tags[bucket] != 0 {

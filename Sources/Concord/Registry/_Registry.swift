@@ -21,7 +21,7 @@ struct _Registry {
   @usableFromInline var liveCount = 0
   /// Live queries and collectors, all types together. While there is any, writes of the types
   /// that have some go through the journal and save the values they replace, which the
-  /// consumers read; see `_AnyNode.hasConsumers`.
+  /// consumers read; see `_Witness.hasConsumers`.
   @usableFromInline var consumerCount = 0
   /// Entity types persisted (each also counts as a consumer). While there is any, a write of
   /// an aggregate first loads the persisted entities it nests that are not in memory.

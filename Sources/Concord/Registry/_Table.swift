@@ -1,44 +1,101 @@
-/// The nodes of one entity type, keyed by id.
+/// The nodes of one entity type, and everything the map keeps per entity type, as the map's
+/// type-erased code sees it: `_Table<T>` holds it all.
 @usableFromInline
 class _AnyTable {
-  @usableFromInline init() {}
+  /// The entity type's name, for `IdentityMap.statistics`.
+  let typeName: String
+  /// What the type-erased code asks of the table; see `_TableQueries`.
+  let queries: _TableQueries
+
+  @usableFromInline
+  init(typeName: String, queries: _TableQueries) {
+    self.typeName = typeName
+    self.queries = queries
+  }
 
   /// Calls `body` with every node of the table.
-  func forEachNode(_: (_AnyNode) -> Void) { fatalError("abstract") }
+  func forEachNode(_ body: (_AnyNode) -> Void) { queries.forEachNode(self, body) }
 
   /// How many nodes the table holds.
-  var count: Int { fatalError("abstract") }
+  var count: Int { queries.count(self) }
 
-  /// How many live queries and collectors of the table's type there are.
-  var consumerCount: Int { 0 }
-
-  /// The nodes of the table's live queries; for `_checkInvariants`.
-  var queryNodes: [_AnyNode] { [] }
-
-  /// What is wrong with the table's indexes, if anything; for `_checkInvariants`.
-  var indexProblem: String? { nil }
+  /// How many live queries and collectors of the table's type there are, and one more if the
+  /// type is persisted.
+  var consumerCount: Int { queries.consumerCount(self) }
 
   /// Whether the table's type is persisted; for `_checkInvariants`.
-  var isPersisted: Bool { false }
-
-  /// The entity type's name, for `IdentityMap.statistics`.
-  var typeName: String { fatalError("abstract") }
-
-  /// How many live queries of the table's type there are.
-  var queryCount: Int { 0 }
-
-  /// How many live collectors of the table's type there are.
-  var collectorCount: Int { 0 }
+  var isPersisted: Bool { queries.isPersisted(self) }
 }
 
-/// The nodes of entity type `T`.
+/// What the map's type-erased code asks of a table (removing everything, checking invariants,
+/// statistics), as closures made where the entity type is known; each takes the table.
+@usableFromInline
+struct _TableQueries {
+  let forEachNode: (_AnyTable, (_AnyNode) -> Void) -> Void
+  let count: (_AnyTable) -> Int
+  let consumerCount: (_AnyTable) -> Int
+  let isPersisted: (_AnyTable) -> Bool
+  /// The nodes of the table's live queries; for `_checkInvariants`.
+  let queryNodes: (_AnyTable) -> [_AnyNode]
+  /// What is wrong with the table's indexes, if anything; for `_checkInvariants`.
+  let indexProblem: (_AnyTable) -> String?
+  /// How many live queries and collectors of the table's type there are.
+  let queryCount: (_AnyTable) -> Int
+  let collectorCount: (_AnyTable) -> Int
+
+  @usableFromInline
+  init(
+    forEachNode: @escaping (_AnyTable, (_AnyNode) -> Void) -> Void,
+    count: @escaping (_AnyTable) -> Int, consumerCount: @escaping (_AnyTable) -> Int,
+    isPersisted: @escaping (_AnyTable) -> Bool, queryNodes: @escaping (_AnyTable) -> [_AnyNode],
+    indexProblem: @escaping (_AnyTable) -> String?, queryCount: @escaping (_AnyTable) -> Int,
+    collectorCount: @escaping (_AnyTable) -> Int
+  ) {
+    self.forEachNode = forEachNode
+    self.count = count
+    self.consumerCount = consumerCount
+    self.isPersisted = isPersisted
+    self.queryNodes = queryNodes
+    self.indexProblem = indexProblem
+    self.queryCount = queryCount
+    self.collectorCount = collectorCount
+  }
+
+  /// The queries of `_Table<T>`.
+  @inlinable
+  static func of<T: Identifiable & Sendable>(_: T.Type) -> _TableQueries {
+    func table(_ erased: _AnyTable) -> _Table<T> { unsafeDowncast(erased, to: _Table<T>.self) }
+    return _TableQueries(
+      forEachNode: { erased, body in
+        table(erased).slots.forEachNode { body($0.takeUnretainedValue()) }
+      },
+      count: { table($0).slots.count },
+      consumerCount: { erased in
+        let table = table(erased)
+        return (table.consumers?.count ?? 0) + (table.persisted == nil ? 0 : 1)
+      },
+      isPersisted: { table($0).persisted != nil },
+      queryNodes: { table($0).consumers?.queryNodes ?? [] },
+      indexProblem: { erased in
+        let table = table(erased)
+        return table.slots.problem { $0.takeUnretainedValue().value.id }
+          ?? table.consumers?.problem
+      },
+      queryCount: { table($0).consumers?.queryNodes.count ?? 0 },
+      collectorCount: { table($0).consumers?.sinks.count ?? 0 })
+  }
+}
+
+/// The nodes of entity type `T`, the witnesses of every node whose value is made of `T`, and
+/// the type's consumers.
 ///
 /// NB: typed, so that the hot path hashes `T.ID` itself, never an `AnyHashable` or a string.
 @usableFromInline
 final class _Table<T: Identifiable & Sendable>: _AnyTable {
   /// The table holds each node with a manual retain (rule 2 of `_Lifetime.swift`). NB:
-  /// unmanaged, so that the hot path borrows a node (`withNode`) without a retain and a release; and an index of our own, not a
-  /// dictionary, so that a lookup reads the id and the node's reference from one bucket.
+  /// unmanaged, so that the hot path borrows a node (`withNode`) without a retain and a
+  /// release; and an index of our own, not a dictionary, so that a lookup reads the id and the
+  /// node's reference from one bucket.
   #if DEBUG
     @usableFromInline var slots = _NodeIndex<T.ID, _EntityNode<T>>()
   #else
@@ -46,9 +103,9 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
   #endif
   @usableFromInline let schema: _Schema<T>
   /// Values of type `T` the current write needs: claims' payloads and the journal's saved values.
-  @usableFromInline let stash = _Stash<T>()
-  /// The node operations that depend on `T`; see `_EntityOps`.
-  @usableFromInline let ops: _EntityOps<T>
+  @usableFromInline let stash: _Stash<T>
+  /// The witness of the entities of `T`.
+  @usableFromInline let witness: _Witness
   // NB: see `_AnyNode.s` on exclusivity checks: a write reads `persisted` and `consumers`, and
   // each dynamic check cost as much as a pthread lock.
   #if DEBUG
@@ -61,6 +118,8 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
     /// Whether a value of `T` was found nesting an entity that nests entities, so that a store
     /// of `T` goes straight to the claims pass; see `_ShallowWrite.swift`.
     @usableFromInline var nestsAggregates = false
+    /// The witnesses of batch lists, queries and aliases of `T`, made on first use.
+    @usableFromInline var witnesses = _MoreWitnesses()
   #else
     /// The live queries, indexes and collectors of `T`; `nil` while there are none.
     @exclusivity(unchecked) @usableFromInline var consumers: _Consumers<T>?
@@ -71,12 +130,24 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
     /// Whether a value of `T` was found nesting an entity that nests entities, so that a store
     /// of `T` goes straight to the claims pass; see `_ShallowWrite.swift`.
     @exclusivity(unchecked) @usableFromInline var nestsAggregates = false
+    /// The witnesses of batch lists, queries and aliases of `T`, made on first use.
+    @exclusivity(unchecked) @usableFromInline var witnesses = _MoreWitnesses()
   #endif
 
   @inlinable
-  override init() {
-    schema = _Schema<T>.entity
-    ops = _EntityOps()
+  init() {
+    let schema = _Schema<T>.entity
+    let stash = _Stash<T>()
+    var flags = _NodeFlags.registered
+    if schema.merge != nil { flags.insert(.mergeable) }
+    if schema.isLeaf { flags.insert(.leaf) }
+    self.schema = schema
+    self.stash = stash
+    witness = .make(
+      .entity, of: T.self, schema: schema, stash: stash, flags: flags,
+      hooks: _Table.entityHooks())
+    super.init(typeName: String(describing: T.self), queries: .of(T.self))
+    witness._table = self
   }
 
   deinit {
@@ -86,8 +157,6 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
 
   /// Whether the table holds no node.
   var isEmpty: Bool { slots.count == 0 }
-
-  override var count: Int { slots.count }
 
   /// Calls `body` with the node of `id`, borrowed; `nil` if there is none.
   @inlinable
@@ -116,9 +185,6 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
 
   /// Takes `node` out if it is its id's entry; the table's retain moves to `graveyard`, so that
   /// the node is released after the lock. Returns whether it was there.
-  ///
-  /// NB: `@inlinable`, and called through `_EntityOps.remove`: unspecialized, every release
-  /// looked up the metadata of the index's type.
   @inlinable
   func remove(_ node: _EntityNode<T>, into graveyard: inout [AnyObject]) -> Bool {
     // NB: the caller holds `node`; the table's own retain goes once the graveyard has one
@@ -131,273 +197,93 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
   }
 
   /// Makes `node` its id's entry again, and returns the node it replaced, if any.
+  @inlinable
   func insert(_ node: _EntityNode<T>) -> _EntityNode<T>? {
     slots.updateValue(.passRetained(node), forKey: node.value.id).map { $0.takeRetainedValue() }
   }
 
-  override func forEachNode(_ body: (_AnyNode) -> Void) {
-    slots.forEachNode { body($0.takeUnretainedValue()) }
-  }
+  // MARK: Witnesses of lists, queries and aliases
 
-  override var consumerCount: Int { (consumers?.count ?? 0) + (persisted == nil ? 0 : 1) }
-
-  override var queryNodes: [_AnyNode] { consumers?.queryNodes ?? [] }
-
-  override var indexProblem: String? {
-    slots.problem { $0.takeUnretainedValue().value.id } ?? consumers?.problem
-  }
-
-  override var isPersisted: Bool { persisted != nil }
-
-  override var typeName: String { String(describing: T.self) }
-
-  override var queryCount: Int { consumers?.queryNodes.count ?? 0 }
-
-  override var collectorCount: Int { consumers?.sinks.count ?? 0 }
-}
-
-/// The operations on an entity node that depend on its type, as closures.
-///
-/// NB: the engine reaches nodes through `_AnyNode`, and a generic class's methods run
-/// unspecialized, looking up generic metadata as they go. These closures are made by an
-/// `@inlinable` initializer, called where the table is created, in code specialized for `T`
-/// (the caller's module), so each operation runs specialized; `_EntityNode`'s overrides only
-/// forward to them.
-@usableFromInline
-struct _EntityOps<T: Identifiable & Sendable> {
-  @usableFromInline let patch: (_EntityNode<T>, Int, _MapCore) -> Void
-  @usableFromInline let materialize: (_EntityNode<T>, _MapCore) -> Void
-  @usableFromInline let expand: (_EntityNode<T>, Int, _MapCore) -> Void
-  @usableFromInline let apply: (_EntityNode<T>, Int, _MapCore) -> Void
-  @usableFromInline let isIdentical: (_EntityNode<T>, Int, _MapCore) -> Bool
-  @usableFromInline let saveValue: (_EntityNode<T>, _MapCore) -> Int32
-  @usableFromInline let differs: (_EntityNode<T>, Int32, _MapCore) -> Bool
-  @usableFromInline let makeDelivery: (_EntityNode<T>, UInt64) -> _Delivery?
-  @usableFromInline let remove: (_EntityNode<T>, _MapCore) -> Bool
-  @usableFromInline let lowerShadow: (_Shadow<T>, _MapCore) -> Void
-  @usableFromInline let raiseShadow: (_Shadow<T>, _MapCore) -> Void
-  @usableFromInline let keepShadowBase: (_Shadow<T>) -> Void
-  @usableFromInline let persist: (_EntityNode<T>, _ChangeKind, Stamp) -> Void
-
+  /// The witness of the batch lists of `T`.
   @inlinable
-  init() {
-    // NB: these two borrow the schema (see `unretainedSchema(_:)`): a fan-out patches, and a
-    // page of aggregates rebuilds, node after node.
-    patch = { node, slot, core in
-      node.withSchema(core) { node._patch(slot: slot, schema: $0) }
-    }
-    materialize = { node, core in
-      guard node.cycle == 0 else { return node._materialize(core) }
-      node.withSchema(core) { node._rebuildFromChildren(schema: $0) }
-    }
-    expand = { node, index, core in node._expand(claim: index, core) }
-    apply = { node, index, core in node._apply(claim: index, core) }
-    isIdentical = { node, index, core in node._isIdentical(toClaim: index, core) }
-    saveValue = { node, core in node._saveValue(core) }
-    differs = { node, index, core in node._differs(fromSaved: index, core) }
-    makeDelivery = { node, version in node._makeDelivery(version: version) }
-    remove = { node, core in node.table.remove(node, into: &core.outbox.graveyard) }
-    lowerShadow = { shadow, core in shadow._lower(core) }
-    raiseShadow = { shadow, core in shadow._raise(core) }
-    keepShadowBase = { shadow in shadow._keepAsBase() }
-    persist = { node, kind, stampBefore in
-      if let persisted = node.table.persisted {
-        persisted.ops.record(persisted, node, kind, stampBefore)
-      }
-    }
+  var listWitness: _Witness {
+    if let made = witnesses.list { return made }
+    let made = _Witness.make(
+      .list, of: [T].self, schema: .list(of: T.self), stash: _Stash(), flags: .list,
+      hooks: _Table.listHooks())
+    witnesses.list = adopt(made)
+    return made
+  }
+
+  /// The witness of the live queries of `T`.
+  @inlinable
+  var queryWitness: _Witness {
+    if let made = witnesses.query { return made }
+    let made = _Witness.make(
+      .query, of: [T].self, schema: .list(of: T.self), stash: _Stash(), flags: [.list, .query],
+      hooks: _Table.queryHooks())
+    witnesses.query = adopt(made)
+    return made
+  }
+
+  /// The witness of the single aliases of `T`.
+  @inlinable
+  var aliasWitness: _Witness {
+    if let made = witnesses.alias { return made }
+    let made = _Witness.make(
+      .alias, of: T?.self, schema: .alias(of: T.self), stash: _Stash(),
+      flags: [.registered, .alias], hooks: _Table.aliasHooks(of: T.self) { [$0] })
+    witnesses.alias = adopt(made)
+    return made
+  }
+
+  /// The witness of the collection aliases of `T`.
+  @inlinable
+  var collectionAliasWitness: _Witness {
+    if let made = witnesses.collectionAlias { return made }
+    let made = _Witness.make(
+      .alias, of: [T]?.self, schema: .aliasList(of: T.self), stash: _Stash(),
+      flags: [.registered, .alias], hooks: _Table.aliasHooks(of: [T].self) { $0 })
+    witnesses.collectionAlias = adopt(made)
+    return made
+  }
+
+  /// Makes this table the owner of `witness`, just made, and returns it.
+  @inlinable
+  func adopt(_ witness: _Witness) -> _Witness {
+    witness._table = self
+    return witness
   }
 }
 
-/// The node of one entity.
+/// The witnesses a table makes when its type is first stored in a batch, a query or an alias.
 @usableFromInline
-final class _EntityNode<T: Identifiable & Sendable>: _Node<T> {
-  /// The table of the node's type, in the node's map.
-  /// NB: unowned(unsafe), by rule 1 of `_Lifetime.swift`: a map's tables live as long as the
-  /// map, and the map outlives every node its graph can reach. Typed, so that the engine's type-erased code reaches the type's
-  /// schema and stash without looking up generic metadata.
-  @usableFromInline unowned(unsafe) let table: _Table<T>
-  /// The node's rank in its table's creation order: live queries without a comparator, and
-  /// ties, list their members in this order, the order they were first stored.
-  @usableFromInline let sequence: UInt64
+struct _MoreWitnesses {
+  @usableFromInline var list: _Witness?
+  @usableFromInline var query: _Witness?
+  @usableFromInline var alias: _Witness?
+  @usableFromInline var collectionAlias: _Witness?
 
-  /// NB: the value is consumed, moved into the node; the table is borrowed (`__shared`, which
-  /// unlike `borrowing` lets the unowned reference be stored), sparing a retain and a release
-  /// per node created.
-  @usableFromInline
-  init(value: consuming T, table: __shared _Table<T>) {
-    self.table = table
-    table.lastSequence &+= 1
-    sequence = table.lastSequence
-    var flags = _NodeFlags.registered
-    if table.schema.merge != nil { flags.insert(.mergeable) }
-    // NB: the erased accessors: this runs unspecialized, where `isLeaf` would look up the
-    // metadata of an array of accessors of `T` on every node created.
-    if table.schema.erasedAccessors.isEmpty { flags.insert(.leaf) }
-    super.init(value: value, flags: flags)
-  }
-
-  @usableFromInline
-  override func schema(_: _MapCore) -> _Schema<T> { table.schema }
-
-  // NB: the table and what it owns, unretained by rule 1 of `_Lifetime.swift`.
-  @inlinable
-  override func unretainedSchema(_: _MapCore) -> Unmanaged<_Schema<T>> {
-    Unmanaged.passUnretained(table)._withUnsafeGuaranteedRef { .passUnretained($0.schema) }
-  }
-
-  @usableFromInline
-  override func stash(_: _MapCore) -> _Stash<T> { table.stash }
-
-  @inlinable
-  override func unretainedStash(_: _MapCore) -> Unmanaged<_Stash<T>> {
-    Unmanaged.passUnretained(table)._withUnsafeGuaranteedRef { .passUnretained($0.stash) }
-  }
-
-  // The hot typed operations, specialized through the table's closures.
-
-  @usableFromInline
-  override func patch(slot: Int, _ core: _MapCore) { table.ops.patch(self, slot, core) }
-
-  @usableFromInline
-  override func materialize(_ core: _MapCore) { table.ops.materialize(self, core) }
-
-  @usableFromInline
-  override func expand(claim index: Int, _ core: _MapCore) { table.ops.expand(self, index, core) }
-
-  @usableFromInline
-  override func apply(claim index: Int, _ core: _MapCore) { table.ops.apply(self, index, core) }
-
-  @usableFromInline
-  override func isIdentical(toClaim index: Int, _ core: _MapCore) -> Bool {
-    table.ops.isIdentical(self, index, core)
-  }
-
-  @usableFromInline
-  override func saveValue(_ core: _MapCore) -> Int32 { table.ops.saveValue(self, core) }
-
-  @usableFromInline
-  override func differs(fromSaved index: Int32, _ core: _MapCore) -> Bool {
-    table.ops.differs(self, index, core)
-  }
-
-  @usableFromInline
-  override func makeDelivery(version: UInt64) -> _Delivery? {
-    table.ops.makeDelivery(self, version)
-  }
-
-  override func unregister(from core: _MapCore) {
-    guard table.ops.remove(self, core) else { return }
-    s.flags.remove(.registered)
-    core.registry.liveCount -= 1
-    // NB: a removal reaches the indexes with the change log; a release never does.
-    if s.flags.contains(.purged) { table.consumers?.forget(self) }
-  }
-
-  override var hasConsumers: Bool { table.consumers != nil || table.persisted != nil }
-
-  override var readsOldValues: Bool { table.consumers != nil }
-
-  override func persist(_ kind: _ChangeKind, stampBefore: Stamp) {
-    table.ops.persist(self, kind, stampBefore)
-  }
-
-  override func persistRemoval(_ core: _MapCore) {
-    guard let persisted = table.persisted else { return }
-    core.persistence?.current.append(_RowRemoval(persisted, id: value.id))
-  }
-
-  override func logChange(_ kind: _ChangeKind, saved: Int32, _ core: _MapCore) {
-    let reference = EntityReference(T.self, id: value.id)
-    let before: T? = kind == .inserted || saved < 0 ? nil : table.stash.values[Int(saved)]
-    let after: T? = kind == .removed ? nil : value
-    core.outbox.log { .changed(reference, before: before, after: after) }
-  }
-
-  override func makeShadow(saved: Int32, stamp: Stamp) -> _AnyShadow? {
-    let base: T? =
-      switch saved {
-      case _JournalEntry.created: nil
-      case _JournalEntry.notSaved: value
-      default: table.stash.values[Int(saved)]
-      }
-    return _Shadow(node: self, base: base, baseStamp: stamp)
-  }
-
-  override func feedConsumers(
-    _ kind: _ChangeKind, saved: Int32, stampBefore: Stamp, _ core: _MapCore
-  ) {
-    persist(kind, stampBefore: stampBefore)
-    guard let consumers = table.consumers else { return }
-    consumers.feed(
-      self, kind, old: saved >= 0 ? table.stash.values[Int(saved)] : nil, core)
-  }
-
-  override func reregister(in core: _MapCore) {
-    let previous = table.insert(self)
-    // NB: rollback restores in reverse order, so the slot is empty by then: whatever took it
-    // after this node left was created later, and was taken out first.
-    precondition(previous == nil, "Concord: rollback found the slot of \(T.self) \(value.id) taken")
-    core.registry.liveCount += 1
-    s.flags.insert(.registered)
-    s.flags.remove(.removed)
-  }
-
-  override func makeReference() -> EntityReference? {
-    EntityReference(T.self, id: value.id)
-  }
-}
-
-/// The list behind a batch handle: the entities of one `store([T])`, in order.
-@usableFromInline
-final class _ListNode<T: Identifiable & Sendable>: _Node<[T]> {
-  @usableFromInline let stashed = _Stash<[T]>()
-  /// NB: fetched once, by the `@inlinable` caller, so that the schema (and its accessor's
-  /// closures) is made where `T` is known, and never looked up again per call.
-  @usableFromInline let listSchema: _Schema<[T]>
-  /// `_rebuildFromChildren(schema:)`, made by the `@inlinable` initializer, so that rebuilding
-  /// the list runs specialized for `T`: unspecialized, it retained each entity's accessor.
-  @usableFromInline let rebuild: (_ListNode<T>) -> Void
-
-  @inlinable
-  init(value: [T], schema: _Schema<[T]>) {
-    listSchema = schema
-    rebuild = { list in
-      // NB: a list links each of its elements, in order. Only a rollback that gives a list
-      // back the entities it was stored with (`_MapCore.restoreCreated`) leaves it with
-      // another number of elements than links: the value is then made from the links.
-      guard list.value.count == list.children.count else {
-        list.value = list.children.map { _Node<T>._value(of: $0.child) }
-        return
-      }
-      list._rebuildFromChildren(schema: list.listSchema)
-    }
-    super.init(value: value, flags: .list)
-  }
-
-  @usableFromInline
-  override func materialize(_ core: _MapCore) {
-    // NB: a list is on no cycle: nothing links to it.
-    if cycle == 0 { rebuild(self) } else { _materialize(core) }
-  }
-
-  @usableFromInline
-  override func schema(_: _MapCore) -> _Schema<[T]> { listSchema }
-
-  @usableFromInline
-  override func stash(_: _MapCore) -> _Stash<[T]> { stashed }
-}
-
-/// A stash, whatever the type of its values.
-@usableFromInline
-class _AnyStash {
-  @usableFromInline init() {}
-
-  /// Forgets every value, keeping the buffer for the next write.
-  func clear() { fatalError("abstract") }
+  @inlinable init() {}
 }
 
 /// Values of one type that the current write keeps aside: the payloads of its claims, and the
-/// values its journal saved. Emptied when the outermost write ends.
+/// values its journal saved. Emptied when the outermost write ends. This base is what the
+/// journal lists: it empties a stash without knowing its type.
+@usableFromInline
+class _AnyStash {
+  /// Empties the stash's values, keeping the buffer for the next write. NB: made where the
+  /// stash is created, in code specialized for its type; called from type-erased code, the
+  /// array's methods would otherwise run unspecialized and look up metadata on every call.
+  @usableFromInline let clear: (_AnyStash) -> Void
+
+  @usableFromInline
+  init(clear: @escaping (_AnyStash) -> Void) {
+    self.clear = clear
+  }
+}
+
+/// The stash of values of type `Value`.
 @usableFromInline
 final class _Stash<Value>: _AnyStash {
   // NB: see `_AnyNode.s` on exclusivity checks.
@@ -407,14 +293,10 @@ final class _Stash<Value>: _AnyStash {
     @exclusivity(unchecked) @usableFromInline var values: [Value] = []
   #endif
 
-  /// Empties `values`, keeping the buffer. NB: made where the stash is created, in code
-  /// specialized for `Value`; `clear()` is called from type-erased code, where the array's
-  /// methods would otherwise run unspecialized and look up metadata on every call.
-  @usableFromInline let removeValues: (_Stash<Value>) -> Void
-
-  @inlinable override init() {
-    removeValues = { $0.values.removeAll(keepingCapacity: true) }
-    super.init()
+  @inlinable init() {
+    super.init {
+      unsafeDowncast($0, to: _Stash<Value>.self).values.removeAll(keepingCapacity: true)
+    }
   }
 
   /// Keeps `value` and returns its index. The first value of a write enlists the stash, so
@@ -425,6 +307,4 @@ final class _Stash<Value>: _AnyStash {
     values.append(value)
     return Int32(values.count - 1)
   }
-
-  override func clear() { removeValues(self) }
 }

@@ -1,0 +1,149 @@
+// What each kind of node does beyond its value's own operations (`_WitnessHooks`): entities
+// are registered in their table and feed their type's consumers; batch lists rebuild from their
+// entities; queries detach from their index; aliases persist with their entity type.
+//
+// NB: each factory is always inlined into the table's specialized code that makes a witness,
+// so that its closures run specialized; see `_Witness.make`.
+
+extension _Table {
+  /// An entity node of `T`, downcast. NB: only for nodes of this table's witness.
+  @inlinable @inline(__always)
+  static func entity(_ node: _AnyNode) -> _EntityNode<T> {
+    unsafeDowncast(node, to: _EntityNode<T>.self)
+  }
+
+  /// The hooks of the entities of `T`.
+  @inlinable @inline(__always)
+  static func entityHooks() -> _WitnessHooks {
+    var hooks = _WitnessHooks()
+    hooks.reference = { node in EntityReference(T.self, id: entity(node).value.id) }
+    hooks.logChange = { node, kind, saved, core in
+      let node = entity(node)
+      let reference = EntityReference(T.self, id: node.value.id)
+      let before: T? =
+        kind == .inserted || saved < 0 ? nil : node.table.stash.values[Int(saved)]
+      let after: T? = kind == .removed ? nil : node.value
+      core.outbox.log { .changed(reference, before: before, after: after) }
+    }
+    hooks.unregister = { node, core in
+      let node = entity(node)
+      let table = node.table
+      guard table.remove(node, into: &core.outbox.graveyard) else { return }
+      node.s.flags.remove(.registered)
+      core.registry.liveCount -= 1
+      // NB: a removal reaches the indexes with the change log; a release never does.
+      if node.s.flags.contains(.purged) { table.consumers?.forget(node) }
+    }
+    hooks.reregister = { node, core in
+      let node = entity(node)
+      let previous = node.table.insert(node)
+      // NB: rollback restores in reverse order, so the slot is empty by then: whatever took it
+      // after this node left was created later, and was taken out first.
+      precondition(
+        previous == nil, "Concord: rollback found the slot of \(T.self) \(node.value.id) taken")
+      core.registry.liveCount += 1
+      node.s.flags.insert(.registered)
+      node.s.flags.remove(.removed)
+    }
+    hooks.hasConsumers = { node in
+      let table = entity(node).table
+      return table.consumers != nil || table.persisted != nil
+    }
+    hooks.readsOldValues = { entity($0).table.consumers != nil }
+    hooks.feedConsumers = { node, kind, saved, stampBefore, core in
+      let node = entity(node)
+      let table = node.table
+      table.persisted?._record(node, kind, stampBefore: stampBefore)
+      guard let consumers = table.consumers else { return }
+      consumers._feed(node, kind, old: saved >= 0 ? table.stash.values[Int(saved)] : nil, core)
+    }
+    hooks.persistRemoval = { node, core in
+      let node = entity(node)
+      guard let persisted = node.table.persisted else { return }
+      core.persistence?.current.append(_RowRemoval(persisted, id: node.value.id))
+    }
+    hooks.makeShadow = { node, saved, stamp in
+      let node = entity(node)
+      let base: T? =
+        switch saved {
+        case _JournalEntry.created: nil
+        case _JournalEntry.notSaved: node.value
+        default: node.table.stash.values[Int(saved)]
+        }
+      return _Shadow(node: node, base: base, baseStamp: stamp)
+    }
+    return hooks
+  }
+
+  /// The hooks of the batch lists of `T`.
+  @inlinable @inline(__always)
+  static func listHooks() -> _WitnessHooks {
+    var hooks = _WitnessHooks()
+    hooks.materialize = { node in
+      let list = _typed(node, [T].self)
+      // NB: a list links each of its elements, in order. Only a rollback that gives a list
+      // back the entities it was stored with (`_MapCore.restoreCreated`) leaves it with
+      // another number of elements than links: the value is then made from the links.
+      guard list.value.count == list.children.count else {
+        list.value = list.children.map { _Node<T>._value(of: $0.child) }
+        return
+      }
+      list._materialize()
+    }
+    return hooks
+  }
+
+  /// The hooks of the live queries of `T`.
+  @inlinable @inline(__always)
+  static func queryHooks() -> _WitnessHooks {
+    var hooks = _WitnessHooks()
+    hooks.detachConsumer = { node, core in
+      unsafeDowncast(node, to: _QueryNode<T>.self)._detach(core)
+    }
+    hooks.problem = { node, _ in unsafeDowncast(node, to: _QueryNode<T>.self).problem }
+    return hooks
+  }
+
+  /// The hooks of the aliases whose value is a `Wrapped` made of entities of `T`, which
+  /// `entities` lists: one entity, or an array of them.
+  @inlinable @inline(__always)
+  static func aliasHooks<Wrapped: Sendable>(
+    of _: Wrapped.Type, entities: @escaping @Sendable (Wrapped) -> [T]
+  ) -> _WitnessHooks {
+    func alias(_ node: _AnyNode) -> _AliasNode<Wrapped> {
+      unsafeDowncast(node, to: _AliasNode<Wrapped>.self)
+    }
+    var hooks = _WitnessHooks()
+    hooks.holdsAliasValue = { alias($0).value != nil }
+    hooks.clearAliasValue = { alias($0).value = nil }
+    hooks.aliasName = { alias($0).id.name }
+    hooks.unregister = { node, core in
+      let node = alias(node)
+      if core.registry.aliases[node.id] === node {
+        // NB: released after the lock, with the outbox, like every node a write drops.
+        core.outbox.graveyard.append(node)
+        core.registry.aliases[node.id] = nil
+      }
+      node.s.flags.remove(.registered)
+    }
+    hooks.reregister = { node, core in
+      let node = alias(node)
+      core.registry.aliases[node.id] = node
+      node.s.flags.insert(.registered)
+      node.s.flags.remove(.removed)
+    }
+    hooks.hasConsumers = { alias($0).persists }
+    hooks.feedConsumers = { node, kind, _, stampBefore, core in
+      let node = alias(node)
+      guard node.persists, let persistence = core.persistence,
+        let persisted = unsafeDowncast(node.witness.table, to: _Table<T>.self).persisted,
+        kind != .unchanged || !node.s.stamp._isSame(as: stampBefore)
+      else { return }
+      persistence.current.append(
+        persisted.aliasChange(
+          name: node.id.name, entities: node.value.map(entities),
+          stamp: node.s.stamp.isNaN ? nil : node.s.stamp))
+    }
+    return hooks
+  }
+}
