@@ -19,7 +19,7 @@ extension _MapCore {
   func _checkInvariants(around touched: [_AnyNode]?) {
     check(journal.entries.isEmpty && journal.stashes.isEmpty, "the journal outlived its write")
     check(journal.transactions.isEmpty, "a transaction outlived its write")
-    check(scratch.claims.isEmpty && scratch.marked.isEmpty, "a pass outlived its write")
+    check(pass.claims.isEmpty && pass.marked.isEmpty, "a pass outlived its write")
     check(lifetime.candidates.isEmpty && lifetime.deferred.isEmpty, "lifetimes left unsettled")
     check(outbox.initials.isEmpty, "a subscription's current value was never delivered")
     check(!lifetime.buffer.overflows, "the release buffer holds more than its capacity")

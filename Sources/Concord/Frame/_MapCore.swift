@@ -38,7 +38,7 @@ final class _MapCore: @unchecked Sendable {
     @usableFromInline var frame = _Frame()
     @usableFromInline var registry = _Registry()
     @usableFromInline var journal = _Journal()
-    @usableFromInline var scratch = _Scratch()
+    @usableFromInline var pass = _Pass()
     @usableFromInline var lifetime: _Lifetime
     @usableFromInline var outbox: _Outbox
     @usableFromInline var layers = _Layers()
@@ -46,7 +46,7 @@ final class _MapCore: @unchecked Sendable {
     @exclusivity(unchecked) @usableFromInline var frame = _Frame()
     @exclusivity(unchecked) @usableFromInline var registry = _Registry()
     @exclusivity(unchecked) @usableFromInline var journal = _Journal()
-    @exclusivity(unchecked) @usableFromInline var scratch = _Scratch()
+    @exclusivity(unchecked) @usableFromInline var pass = _Pass()
     @exclusivity(unchecked) @usableFromInline var lifetime: _Lifetime
     @exclusivity(unchecked) @usableFromInline var outbox: _Outbox
     @exclusivity(unchecked) @usableFromInline var layers = _Layers()

@@ -7,10 +7,15 @@
 /// NB: closures rather than subclasses keep this type final, hence checkably `Sendable`.
 @usableFromInline
 final class _Accessor<Root>: Sendable {
-  /// Hands each child entity in `root` to the write being claimed (`_MapCore.visit`), in order,
-  /// with its position: 0 for a single or optional entity, the offset in the collection
-  /// otherwise.
+  /// Hands each child entity in `root` to the pass's walk (`_MapCore.visit`), in order, with
+  /// its position: 0 for a single or optional entity, the offset in the collection otherwise.
   @usableFromInline let forEachChild: @Sendable (Root, _MapCore) -> Void
+  /// Lists the loads of the persisted entities nested in `root`, at any depth, that are not in
+  /// memory (`_MapCore.probe`).
+  @usableFromInline let probe: @Sendable (Root, _MapCore, inout [(_MapCore) -> Void]) -> Void
+  /// The positions of the persisted entities nested at this key path in `root` that are not
+  /// in memory (`_MapCore.isMissing`): once the probe's loads are done, ones that were removed.
+  @usableFromInline let missing: @Sendable (Root, _MapCore) -> [Int]
   /// Writes the value of `child` (a `_Node<C>`) into `root` at `position`: its stored value, or
   /// with `materializer`, its value materialized on the current path (see `_Materialize.swift`).
   @usableFromInline let fill: @Sendable (_AnyNode, Int, inout Root, _Materializer?) -> Void
@@ -32,6 +37,8 @@ final class _Accessor<Root>: Sendable {
   @usableFromInline
   init(
     forEachChild: @escaping @Sendable (Root, _MapCore) -> Void,
+    probe: @escaping @Sendable (Root, _MapCore, inout [(_MapCore) -> Void]) -> Void,
+    missing: @escaping @Sendable (Root, _MapCore) -> [Int],
     fill: @escaping @Sendable (_AnyNode, Int, inout Root, _Materializer?) -> Void,
     holds: @escaping @Sendable (_AnyNode, Int, inout Root) -> Bool,
     remove: (@Sendable ([Int], inout Root) -> Void)?,
@@ -39,6 +46,8 @@ final class _Accessor<Root>: Sendable {
     align: @escaping @Sendable (inout Root, inout Root) -> Bool
   ) {
     self.forEachChild = forEachChild
+    self.probe = probe
+    self.missing = missing
     self.fill = fill
     self.holds = holds
     self.remove = remove
@@ -62,6 +71,8 @@ extension _Accessor {
     let field = _Field(keyPath)
     return _Accessor(
       forEachChild: { root, core in core.visit(field.get(root), position: 0) },
+      probe: { root, core, loads in core.probe(field.get(root), into: &loads) },
+      missing: { root, core in core.isMissing(field.get(root)) ? [0] : [] },
       fill: { child, _, root, materializer in
         field.assign(&root, _Node<C>._value(of: child, materializer))
       },
@@ -87,6 +98,13 @@ extension _Accessor {
     return _Accessor(
       forEachChild: { root, core in
         if let child = field.get(root) { core.visit(child, position: 0) }
+      },
+      probe: { root, core, loads in
+        if let child = field.get(root) { core.probe(child, into: &loads) }
+      },
+      missing: { root, core in
+        guard let child = field.get(root), core.isMissing(child) else { return [] }
+        return [0]
       },
       fill: { child, _, root, materializer in
         field.assign(&root, _Node<C>._value(of: child, materializer))
@@ -114,6 +132,12 @@ extension _Accessor {
     let field = _Field(keyPath)
     return _Accessor(
       forEachChild: { root, core in core.visitAll(field.get(root)) },
+      probe: { root, core, loads in
+        for child in field.get(root) { core.probe(child, into: &loads) }
+      },
+      missing: { root, core in
+        field.get(root).enumerated().compactMap { core.isMissing($1) ? $0 : nil }
+      },
       fill: { child, position, root, materializer in
         let element = _Node<C.Element>._value(of: child, materializer)
         field.modify(&root) { $0._replace(at: position, with: element) }
@@ -143,6 +167,12 @@ extension _Accessor {
     return _Accessor(
       forEachChild: { root, core in
         if let children = field.get(root) { core.visitAll(children) }
+      },
+      probe: { root, core, loads in
+        for child in field.get(root) ?? C() { core.probe(child, into: &loads) }
+      },
+      missing: { root, core in
+        (field.get(root) ?? C()).enumerated().compactMap { core.isMissing($1) ? $0 : nil }
       },
       fill: { child, position, root, materializer in
         let element = _Node<C.Element>._value(of: child, materializer)

@@ -58,8 +58,8 @@ extension _MapCore {
           members.append(member)
         } while members.last !== node
         guard members.count > 1 || children.contains(where: { $0.child === node }) else { continue }
-        scratch.lastCycle += 1
-        for member in members { member.extras.cycle = scratch.lastCycle }
+        pass.lastCycle += 1
+        for member in members { member.extras.cycle = pass.lastCycle }
       }
     }
   }

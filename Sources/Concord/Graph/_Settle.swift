@@ -15,21 +15,47 @@
 extension _MapCore {
   /// Finalizes, children first, the seeds of a pass and every ancestor they reach.
   ///
-  /// A claimed node is rebuilt from its children. A node on a cycle that a child patched is
-  /// rebuilt too (see `_Materialize.swift`); any other patched node was patched in place. Each
-  /// written node then patches its own parents.
+  /// A claimed aggregate is rebuilt from its children when some occurrence of the pass did not
+  /// end up as written (`_Pass.rebuilds`). A node on a cycle that a child patched or that the
+  /// pass claimed is rebuilt too (see `_Materialize.swift`); any other patched node was patched
+  /// in place. Each settled node then patches its own parents.
   ///
   /// The seeds are unretained (rules 2 and 3 of `_Lifetime.swift`): the pass drops no node
   /// (purges wait for the commit), and one a write takes out waits in the graveyard.
   @usableFromInline
   func settle(from seeds: [Unmanaged<_AnyNode>]) {
-    // NB: the walk's buffers are the scratch's, taken out while in use: allocating them was a
+    if seeds.count == 1 {
+      seeds[0]._withUnsafeGuaranteedRef { settle(from: $0) }
+    } else {
+      settleInOrder(from: seeds)
+    }
+  }
+
+  /// `settle(from:)` for one seed: the root of a write that nests no entity.
+  @usableFromInline
+  func settle(from node: _AnyNode) {
+    // NB: the common case, one node written whose parents go no further (a flat fan-out):
+    // patching them is all there is to do, in no particular order.
+    guard node.cycle == 0, !node.s.flags.contains(.alias), !(pass.rebuilds && node.hasChildren)
+    else {
+      return settleInOrder(from: CollectionOfOne(.passUnretained(node)))
+    }
+    mark(node, .settled)
+    if pushPatch(from: node) {
+      settleInOrder(
+        from: (0..<node.parentCount).lazy.map { .passUnretained(node.parent(at: $0).parent) })
+    }
+  }
+
+  /// `settle(from:)`, every node after its children.
+  func settleInOrder<Seeds: Collection<Unmanaged<_AnyNode>>>(from seeds: Seeds) {
+    // NB: the walk's buffers are the pass's, taken out while in use: allocating them was a
     // good share of a small aggregate's write. A nested settle starts from empty ones.
-    var postorder = _Scratch.take(&scratch.postorder)
-    var stack = _Scratch.take(&scratch.walk)
+    var postorder = _PassBuffers.take(&pass.buffers.postorder)
+    var stack = _PassBuffers.take(&pass.buffers.walk)
     defer {
-      _Scratch.giveBack(&postorder, to: &scratch.postorder)
-      _Scratch.giveBack(&stack, to: &scratch.walk)
+      _PassBuffers.giveBack(&postorder, to: &pass.buffers.postorder)
+      _PassBuffers.giveBack(&stack, to: &pass.buffers.walk)
     }
     topologicalOrder(from: seeds, into: &postorder, stack: &stack)
     for node in postorder.reversed() {
@@ -38,24 +64,13 @@ extension _MapCore {
         guard !bits.contains(.settled) else { return }
         mark(node, .settled)
         guard bits.contains(.claimed) || bits.contains(.patched) else { return }
-        if bits.contains(.claimed) || node.cycle != 0 { node.witness.materialize(node) }
+        if (bits.contains(.claimed) && pass.rebuilds) || node.cycle != 0 {
+          node.witness.materialize(node)
+        }
         if node.s.flags.contains(.alias) { settleAlias(node) }
         pushPatch(from: node)
       }
     }
-  }
-
-  /// Propagates a write of `node` that a pass did not claim (a leaf write, an update's root):
-  /// its parents and their ancestors are rewritten.
-  @usableFromInline
-  func propagate(from node: _AnyNode) {
-    mark(node, .settled)
-    // NB: when no parent goes further (a flat fan-out, the common case), patching them was
-    // all there was to do.
-    if pushPatch(from: node) {
-      settle(from: (0..<node.parentCount).map { .passUnretained(node.parent(at: $0).parent) })
-    }
-    endPass()
   }
 
   /// Writes the value of `node` into each parent slot holding it, unless that parent is already
@@ -110,8 +125,8 @@ extension _MapCore {
   /// per link were a good share of a small aggregate's write.
   ///
   /// - Complexity: O(ancestors and their links).
-  func topologicalOrder(
-    from seeds: [Unmanaged<_AnyNode>], into postorder: inout [Unmanaged<_AnyNode>],
+  func topologicalOrder<Seeds: Collection<Unmanaged<_AnyNode>>>(
+    from seeds: Seeds, into postorder: inout [Unmanaged<_AnyNode>],
     stack: inout [(node: Unmanaged<_AnyNode>, nextParent: Int)]
   ) {
     for seed in seeds where !seed._withUnsafeGuaranteedRef({ $0.s.bits.contains(.visited) }) {

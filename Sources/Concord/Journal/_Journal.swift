@@ -116,18 +116,26 @@ extension _MapCore {
     appendEntry(node, saved: saved, wasPresent: wasPresent)
   }
 
-  /// Whether a change to `node` can be published as it is made, skipping the journal: only in
-  /// the outermost write, only while it has touched nothing else, so that no later write in it
-  /// can touch the node again, only when no query or collector (nor a logger of changed
-  /// values) reads its type's changes from the journal, and never under optimistic layers,
-  /// which raise their values before commit.
+  /// Whether the write of `node`, a root of type `V` about to be written by a pass (and
+  /// `created` by this write), can be published as it is made, skipping the journal: only a
+  /// value holding no nested entity, whose node no parent shows, written in the outermost
+  /// write while it has touched nothing else (so that nothing later in it can touch the node
+  /// again), when no query or collector (nor a logger of changed values) reads its type's
+  /// changes from the journal, and never under optimistic layers, which raise their values
+  /// before commit. Returns the change to publish then: `.inserted` for a node the write
+  /// created, `.updated` otherwise (see `_MapCore.pass(into:...)`); `nil` when the journal
+  /// records the write.
   /// (A persisted type's change is handed to persistence as it is published: see
   /// `publishDirectly(_:_:stampBefore:)`.)
   @inlinable
-  func publishesDirectly(_ node: _AnyNode) -> Bool {
-    frame.depth == 1 && journal.entries.isEmpty && !layers.isLowered
-      && (registry.consumerCount == 0
-        || !(node.witness.readsOldValues(node) || registry.logsChangedValues))
+  func publishesDirectly<V>(_ node: _Node<V>, schema: _Schema<V>, created: Bool) -> _ChangeKind? {
+    guard
+      schema.isLeaf && !node.hasParents && frame.depth == 1 && journal.entries.isEmpty
+        && !layers.isLowered
+        && (registry.consumerCount == 0
+          || !(node.witness.readsOldValues(node) || registry.logsChangedValues))
+    else { return nil }
+    return created ? .inserted : .updated
   }
 
   /// Whether a parent that a propagation patches needs its journal record.
@@ -239,9 +247,9 @@ extension _MapCore {
     for (list, links) in createdLists { restoreCreated(list, links: links) }
     // NB: cycle numbers are not journaled: the links put back may close cycles again whose
     // members the transaction had numbered apart; number them afresh.
-    if !scratch.cycleRoots.isEmpty {
-      numberCycles(from: scratch.cycleRoots)
-      scratch.cycleRoots.removeAll(keepingCapacity: true)
+    if !pass.buffers.cycleRoots.isEmpty {
+      numberCycles(from: pass.buffers.cycleRoots)
+      pass.buffers.cycleRoots.removeAll(keepingCapacity: true)
     }
   }
 
@@ -251,7 +259,7 @@ extension _MapCore {
     let links = entry.links ?? []
     if relink(node, to: links) {
       for link in links where link.child === node || link.child.hasChildren {
-        scratch.cycleRoots.append(link.child)
+        pass.buffers.cycleRoots.append(link.child)
       }
     }
     if entry.saved >= 0 {

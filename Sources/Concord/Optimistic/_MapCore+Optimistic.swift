@@ -20,18 +20,9 @@ extension _MapCore {
     // NB: bit for bit the value shown, whatever its type: nothing to do. (A type that is not
     // `Equatable` would otherwise tell its observers of every write from outside.)
     guard !_identical(node.value, value) else { return }
-    if node.table.schema.isLeaf {
-      touch(node)
-      node.value = value
-      if node.hasParents { propagate(from: node) }
-      return
-    }
-    scratch.mode = .showing
-    scratch.stamp = nil
-    scratch.mergeFromDepth = 1
-    offer(node, payload: node.table.stash.append(value, self), verdict: .accepted, stamp: nil)
-    runPass()
-    scratch.mode = .claiming
+    pass(
+      into: node, payload: value, stamp: nil, call: nil, verdict: .accepted, nesting: .link,
+      mergeFromDepth: 1)
   }
 
   // MARK: Writes from outside the layers

@@ -11,7 +11,7 @@
 // recorded in the journal as present before the write with the value loaded, so the change log
 // says nothing of them unless the write then changes them, and a rollback keeps them.
 //
-// A write of an aggregate first walks its value (`_VisitMode.probing`) for the nested
+// A write of an aggregate first walks its value (`_Accessor.probe`) for the nested
 // entities of persisted types missing from memory, and loads them, so that the pass compares
 // each occurrence with the stored entity (stamps, merging) as it would in memory.
 
@@ -435,13 +435,13 @@ extension _MapCore {
 
   @usableFromInline
   func load<T: Identifiable & Sendable>(_ id: T.ID, into table: _Table<T>) {
-    guard let persisted = table.persisted else { return }
+    guard let persisted = table.persisted, let persistence else { return }
     let key = _RowKey(kind: persisted.kind, id: AnyHashable(id))
-    guard !scratch.loading.contains(key), let (value, stamp) = persisted.read(id, self) else {
+    guard !persistence.loading.contains(key), let (value, stamp) = persisted.read(id, self) else {
       return
     }
-    scratch.loading.insert(key)
-    defer { scratch.loading.remove(key) }
+    persistence.loading.insert(key)
+    defer { persistence.loading.remove(key) }
     admitLoaded(value, stamp: stamp, in: table)
   }
 
@@ -472,35 +472,19 @@ extension _MapCore {
     noteLoaded(node)
     if let stamp { node.s.stamp = stamp }
     if !schema.isLeaf {
-      scratch.mode = .loading
       mark(node, .fresh)
-      writeTree(into: node, payload: value, stamp: nil, call: nil)
-      scratch.mode = .claiming
+      pass(into: node, payload: value, stamp: nil, call: nil, nesting: .load)
     }
     recordLoaded()
     if outbox.events.count > events { outbox.events.removeSubrange(events...) }
     if outbox.written.count > written { outbox.written.removeSubrange(written...) }
   }
 
-  /// Gives `node`, just created for a write of a type holding no nested entity, the value and
-  /// stamp the store has for its entity, as a load. Returns `false`, changing nothing, when the
-  /// store has none.
-  @usableFromInline
-  func loadInto<T: Identifiable & Sendable>(_ node: _EntityNode<T>, _ table: _Table<T>) -> Bool {
-    guard let persisted = table.persisted, let (value, stamp) = persisted.read(node.value.id, self)
-    else { return false }
-    node.value = value
-    if let stamp { node.s.stamp = stamp }
-    didCreate(node, held: false, journaled: false)
-    noteLoaded(node)
-    recordLoaded()
-    return true
-  }
-
   /// Records the nodes the load created in the journal, as present before the write with the
   /// values and stamps they were loaded with.
   func recordLoaded() {
-    for loaded in scratch.loaded {
+    guard let persistence else { return }
+    for loaded in persistence.loaded {
       journal.entries.append(
         _JournalEntry(
           node: loaded, previousMark: 0, saved: loaded.witness.saveValue(loaded, self),
@@ -508,7 +492,7 @@ extension _MapCore {
           flags: loaded.s.flags.intersection([.registered, .removed, .anchored]),
           wasPresent: true))
     }
-    scratch.loaded.removeAll()
+    persistence.loaded.removeAll()
   }
 
   /// Drops from `value` its nested entities of persisted types that are neither in memory nor
@@ -517,12 +501,8 @@ extension _MapCore {
   /// `value` requires one of them.
   func prune<V>(_ value: inout V, schema: _Schema<V>) -> Bool {
     for accessor in schema.accessors {
-      scratch.mode = .pruning
-      accessor.forEachChild(value, self)
-      scratch.mode = .claiming
-      guard !scratch.pruned.isEmpty else { continue }
-      let positions = scratch.pruned
-      scratch.pruned.removeAll()
+      let positions = accessor.missing(value, self)
+      guard !positions.isEmpty else { continue }
       guard let remove = accessor.remove else { return false }
       remove(positions, &value)
     }
@@ -534,7 +514,7 @@ extension _MapCore {
   @usableFromInline
   func noteLoaded(_ node: _AnyNode) {
     node.s.journalMark = journal.mark
-    scratch.loaded.append(node)
+    persistence?.loaded.append(node)
   }
 
   /// Loads the persisted entities nested in `value`, at any depth, that are not in memory.
@@ -542,18 +522,28 @@ extension _MapCore {
   /// - Complexity: O(nested occurrences), plus the loads.
   @inlinable
   func loadMissing<V>(in value: V, schema: _Schema<V>) {
-    scratch.mode = .probing
-    for accessor in schema.accessors { accessor.forEachChild(value, self) }
-    scratch.mode = .claiming
-    guard !scratch.loads.isEmpty else { return }
-    let loads = scratch.loads
-    scratch.loads.removeAll()
-    // NB: the caller's pass may have marked its root (fresh); a load's pass clears the marks
-    // it lists, so the caller's are set aside meanwhile.
-    let marked = scratch.marked
-    scratch.marked = []
+    var loads: [(_MapCore) -> Void] = []
+    for accessor in schema.accessors { accessor.probe(value, self, &loads) }
     for load in loads { load(self) }
-    scratch.marked = marked
+  }
+
+  /// Lists the load of `child` if its type is persisted and it is not in memory, then probes
+  /// the entities it nests; see `_Accessor.probe`.
+  @inlinable
+  func probe<C: Identifiable & Sendable>(_ child: C, into loads: inout [(_MapCore) -> Void]) {
+    withTable(C.self) { table in
+      if table.persisted != nil && table.node(child.id) == nil {
+        let id = child.id
+        loads.append { core in core.loadIfMissing(C.self, id: id) }
+      }
+      for accessor in table.schema.accessors { accessor.probe(child, self, &loads) }
+    }
+  }
+
+  /// Whether `child` is of a persisted type and not in memory; see `_Accessor.missing`.
+  @inlinable
+  func isMissing<C: Identifiable & Sendable>(_ child: C) -> Bool {
+    withTable(C.self) { table in table.persisted != nil && table.node(child.id) == nil }
   }
 
   /// A handle on the entity `id` of `T`, loaded from the store if it is persisted and not in
@@ -622,9 +612,7 @@ extension _MapCore {
     let events = outbox.events.count
     noteLoaded(node)
     if let stamp { node.s.stamp = stamp }
-    scratch.mode = .loading
-    writeTree(into: node, payload: value, stamp: nil, call: nil)
-    scratch.mode = .claiming
+    pass(into: node, payload: value, stamp: nil, call: nil, nesting: .load)
     recordLoaded()
     if outbox.events.count > events { outbox.events.removeSubrange(events...) }
   }

@@ -59,8 +59,9 @@ extension _MapCore {
   ) -> _AliasNode<Wrapped> {
     let node: _AliasNode<Wrapped> = aliasNode(id, witness: witness())
     noteHoldDropped(node)
-    let own = node.withSchema { $0.stamp(of: value, call: stamp) }
-    writeTree(into: node, payload: value, stamp: own, call: stamp)
+    let schema = node.schema.takeUnretainedValue()
+    if registry.persistedTypes > 0 { loadMissing(in: Optional(value), schema: schema) }
+    pass(into: node, payload: value, stamp: schema.stamp(of: value, call: stamp), call: stamp)
     return node
   }
 
@@ -83,8 +84,9 @@ extension _MapCore {
     // NB: the body may have removed the alias through a nested write.
     guard registry.aliases[id] === node, node.value != nil else { return false }
     let effective = updateStamp(of: Optional(value), from: old, schema: schema, call: stamp)
+    if registry.persistedTypes > 0 { loadMissing(in: Optional(value), schema: schema) }
     // NB: the entities the body returned are the update's own: they do not merge.
-    writeTree(into: node, payload: value, stamp: effective, call: stamp, mergeFromDepth: 2)
+    pass(into: node, payload: value, stamp: effective, call: stamp, mergeFromDepth: 2)
     return true
   }
 

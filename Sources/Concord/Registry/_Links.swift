@@ -56,8 +56,8 @@ extension _MapCore {
   /// NB: not generic, so that inlinable callers in other modules reach the copy of `relink`
   /// specialized here: unspecialized, it walked the links through protocol witnesses.
   @usableFromInline @discardableResult
-  func relink(_ parent: _AnyNode, toScratchLinks range: Range<Int>) -> Bool {
-    relink(parent, to: _ScratchLinks(core: self, range: range))
+  func relink(_ parent: _AnyNode, toPassLinks range: Range<Int>) -> Bool {
+    relink(parent, to: _PassLinks(core: self, range: range))
   }
 
   /// Replaces the links of `parent` with `links` (whose `backIndex` is ignored). The caller has

@@ -132,19 +132,16 @@ extension _Node {
     }
   }
 
-  // MARK: The pass (see `_Claims.swift`)
+  // MARK: The pass (see `_Pass.swift`)
 
-  /// Claims the nested entities of the payload of claim `index`, one depth further.
+  /// Walks the nested entities of the payload of claim `index`, in the pass's current walk.
   @inlinable
   final func _expand(claim index: Int, _ core: _MapCore) {
     withSchema { schema in
       // NB: a leaf has nothing to visit; copying its payload out would retain its references.
       guard !schema.erasedAccessors.isEmpty else { return }
-      let payload = withStash { $0.values[Int(core.scratch.claims[index].payload)] }
-      for accessorIndex in schema.erasedAccessors.indices {
-        core.scratch.accessor = Int32(accessorIndex)
-        schema.accessor(Int32(accessorIndex)).forEachChild(payload, core)
-      }
+      let payload = withStash { $0.values[Int(core.pass.claims[index].payload)] }
+      core.walkNested(in: payload, schema: schema, claim: index)
     }
   }
 
@@ -157,7 +154,7 @@ extension _Node {
   final func _mergeClaims(_ index: Int, _ core: _MapCore, atExpansion: Bool) {
     withSchema { schema in
       guard let merge = schema.merge, schema.isLeaf != atExpansion,
-        core.scratch.claims[index].depth >= core.scratch.mergeFromDepth
+        core.pass.claims[index].depth >= core.pass.write.mergeFromDepth
       else { return }
       _mergeClaimChain(index, core, merge)
     }
@@ -171,10 +168,10 @@ extension _Node {
   ) {
     let fresh = s.bits.contains(.fresh)
     var chain: [Int] = []
-    var next = Int(core.scratch.claims[index].previous)
+    var next = Int(core.pass.claims[index].previous)
     while next >= 0 {
       chain.append(next)
-      next = Int(core.scratch.claims[next].previous)
+      next = Int(core.pass.claims[next].previous)
     }
     guard !(fresh && chain.isEmpty) else { return }
     chain.sort()
@@ -183,7 +180,7 @@ extension _Node {
     var merged: Value? = fresh ? nil : value
     var stamp: Stamp?
     for claimIndex in chain {
-      let claim = core.scratch.claims[claimIndex]
+      let claim = core.pass.claims[claimIndex]
       guard claim.verdict == .accepted else { continue }
       let payload = stash.values[Int(claim.payload)]
       merged = merged.map { merge(payload, $0) } ?? payload
@@ -192,12 +189,12 @@ extension _Node {
       }
     }
     // NB: a node none of whose occurrences applies keeps its winner's verdict.
-    guard let merged, chain.contains(where: { core.scratch.claims[$0].verdict == .accepted }) else {
+    guard let merged, chain.contains(where: { core.pass.claims[$0].verdict == .accepted }) else {
       return
     }
-    core.scratch.claims[index].payload = stash.append(merged, core)
-    core.scratch.claims[index].verdict = .accepted
-    core.scratch.claims[index].stamp = stamp
+    core.pass.claims[index].payload = stash.append(merged, core)
+    core.pass.claims[index].verdict = .accepted
+    core.pass.claims[index].stamp = stamp
   }
 
   /// Whether the payload of claim `index` is bit for bit the node's value (see `_identical`);
@@ -206,7 +203,7 @@ extension _Node {
   @inlinable
   final func _isIdentical(toClaim index: Int, _ core: _MapCore) -> Bool {
     guard !s.bits.contains(.fresh) && withSchema({ $0.isEquatable }) else { return false }
-    return _holdsPayload(Int(core.scratch.claims[index].payload))
+    return _holdsPayload(Int(core.pass.claims[index].payload))
   }
 
   /// Whether the value is bit for bit the one at `payload` in the stash. Compares in place.
@@ -224,7 +221,7 @@ extension _Node {
   /// Makes the payload of claim `index` the node's value.
   @inlinable
   final func _apply(claim index: Int, _ core: _MapCore) {
-    let payload = Int(core.scratch.claims[index].payload)
+    let payload = Int(core.pass.claims[index].payload)
     // NB: a node the pass created already holds its first occurrence, most often the payload
     // itself: skipping the copy spares a retain and a release per reference in the value.
     if s.bits.contains(.fresh) && _holdsPayload(payload) { return }

@@ -96,7 +96,7 @@ struct _NodeState {
 
 /// A link from a parent to one occurrence of a child entity inside the parent's value.
 @usableFromInline
-struct _ChildLink {
+struct _ChildLink: BitwiseCopyable {
   /// The child node. NB: unowned(unsafe), by rule 4 of `_Lifetime.swift`: a linked child is
   /// in the map (its table keeps it, rule 2), since whatever takes it out unlinks it first.
   @usableFromInline unowned(unsafe) let child: _AnyNode

@@ -115,9 +115,6 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
     @usableFromInline var persisted: _Persisted<T>?
     /// The sequence number of the last node created: see `_EntityNode.sequence`.
     @usableFromInline var lastSequence: UInt64 = 0
-    /// Whether a value of `T` was found nesting an entity that nests entities, so that a store
-    /// of `T` goes straight to the claims pass; see `_ShallowWrite.swift`.
-    @usableFromInline var nestsAggregates = false
     /// The witnesses of batch lists, queries and aliases of `T`, made on first use.
     @usableFromInline var witnesses = _MoreWitnesses()
   #else
@@ -127,9 +124,6 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
     @exclusivity(unchecked) @usableFromInline var persisted: _Persisted<T>?
     /// The sequence number of the last node created: see `_EntityNode.sequence`.
     @exclusivity(unchecked) @usableFromInline var lastSequence: UInt64 = 0
-    /// Whether a value of `T` was found nesting an entity that nests entities, so that a store
-    /// of `T` goes straight to the claims pass; see `_ShallowWrite.swift`.
-    @exclusivity(unchecked) @usableFromInline var nestsAggregates = false
     /// The witnesses of batch lists, queries and aliases of `T`, made on first use.
     @exclusivity(unchecked) @usableFromInline var witnesses = _MoreWitnesses()
   #endif

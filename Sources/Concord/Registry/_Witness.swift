@@ -56,7 +56,7 @@ final class _Witness {
   /// with their new positions.
   @usableFromInline let dropChildren: (_AnyNode, [Int]) -> [_ChildLink]
 
-  // MARK: The pass (see `_Claims.swift`)
+  // MARK: The pass (see `_Pass.swift`)
 
   /// Claims the nested entities of a claim's payload, one depth further.
   @usableFromInline let expand: (_AnyNode, Int, _MapCore) -> Void

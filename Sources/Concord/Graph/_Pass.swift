@@ -1,0 +1,808 @@
+// The pass: how every write reaches the nodes it changes. A `store` of one entity, a batch, an
+// aggregate at any depth, an alias, an `update`, a value an optimistic layer shows, a value
+// loaded from the store: each is one pass over the value written, the root, in three steps.
+//
+// 1. Claims. The claim walk goes through the root's nested entities breadth-first, one depth at
+//    a time, and resolves each occurrence to its node (created if the map has none). The first
+//    depth to reach a node claims it, and among occurrences at that depth the last one wins;
+//    deeper occurrences lose and are not expanded, which is also why cycles by identity end.
+//    Each occurrence is judged against the node's stamp (`verdict`), with its own stamp when it
+//    is `Stamped`. The occurrences of a `Mergeable` entity are chained, and merged into its
+//    winning claim before it is expanded (an aggregate) or applied.
+// 2. Apply. The root's claim first, then, in the order the claims were made, the apply walk
+//    goes through each expanded value again and applies the winning claims it meets
+//    (`apply(claim:to:identical:publishing:assign:)`): the accepted value becomes the node's,
+//    and the node is relinked to the occurrences its value holds. Cycles the new links close are
+//    numbered.
+// 3. Settle. Nodes are finalized children first (see `_Settle.swift`): a claimed aggregate has
+//    every child slot rewritten with the child's value, so it shows the freshest version of each
+//    nested entity; a node that was written pushes itself into the parents the pass did not
+//    write.
+//
+// What a pass costs is what its value holds. A claim keeps its occurrence's value aside, in its
+// type's stash, only when something needs it later: an aggregate, to be expanded; a `Mergeable`
+// entity, to be merged. A plain entity's occurrence is read again by the apply walk from the
+// value it is in, so that a page of plain entities is written without copying one. A node is
+// settled only when a parent the pass did not write shows it, and a claimed aggregate rebuilds
+// from its children only when some occurrence did not end up as written (`_Pass.rebuilds`).
+//
+// Claims, links and the other buffers are reused by every pass, not allocated.
+
+/// What a write's stamp says about one claim.
+@usableFromInline
+enum _Verdict: UInt8, BitwiseCopyable {
+  /// The write applies.
+  case accepted
+  /// The stored stamp is as new or newer: refused, and logged.
+  case stale
+  /// The stamp equals the stored one and the value is `==` to the stored one: a quiet no-op.
+  case unchanged
+  /// Accepted, but the value is bit for bit the stored one (see `_identical`): the stamp is
+  /// recorded, nothing else changes, nothing propagates.
+  case identical
+}
+
+/// What a pass does with the entities nested in the value it writes.
+@usableFromInline
+enum _Nesting: UInt8 {
+  /// A write: each occurrence claims its node, created if the map has none.
+  case write
+  /// Occurrences only link to the entities as they are, and never to one the map lacks: the
+  /// root is shown over its nested entities (see `_MapCore.show(_:stamp:in:)`, optimistic
+  /// layers).
+  case link
+  /// A value loaded from the store: occurrences of entities in memory only link (memory is
+  /// newer); the others are created and claimed as loaded. See
+  /// `_MapCore.admitLoaded(_:stamp:in:)`.
+  case load
+}
+
+/// Which of a pass's two walks over a value is under way.
+@usableFromInline
+enum _Walk: UInt8 {
+  /// Each occurrence is resolved to its node and claims it.
+  case claim
+  /// Each occurrence whose claim won is applied, in the order the claim walk met them.
+  case apply
+}
+
+/// One write's claim on one node: an occurrence of that entity in the written value.
+@usableFromInline
+struct _Claim: BitwiseCopyable {
+  /// NB: unowned(unsafe), by rules 2 and 3 of `_Lifetime.swift`: a claimed entity is in its
+  /// table for the whole pass (a pass drops no node), and the root of a write (a list, an alias
+  /// slot) is held by its caller, the alias table or an adoption.
+  @usableFromInline unowned(unsafe) let node: _AnyNode
+  /// How far from the root the occurrence is: 0 for the root.
+  @usableFromInline let depth: Int32
+  /// Where the occurrence's value is: an index in the stash of the node's type, or
+  /// `_Claim.inPlace`: in the value it occurs in (the root's: the pass's own argument), where the
+  /// apply walk reads it again.
+  @usableFromInline var payload: Int32
+  @usableFromInline var verdict: _Verdict
+  /// The stamp the occurrence was written with.
+  @usableFromInline var stamp: Stamp?
+  /// The range of the links its value holds in the pass's `links`, set when it is expanded.
+  @inlinable var links: Range<Int> {
+    get { Int(linksStart)..<Int(linksEnd) }
+    set {
+      linksStart = Int32(newValue.lowerBound)
+      linksEnd = Int32(newValue.upperBound)
+    }
+  }
+  // NB: two numbers, not a `Range`, which is not bitwise copyable (see `_Buffer`).
+  @usableFromInline var linksStart: Int32 = 0
+  @usableFromInline var linksEnd: Int32 = 0
+  /// The previous claim on the same node, or -1: the chain of a node's occurrences, for merging.
+  @usableFromInline var previous: Int32
+  /// Whether a winning claim its value links to is read in place: the apply walk must go
+  /// through its value again. Otherwise the claims it links to are applied by index.
+  @usableFromInline var readsInPlace = false
+
+  /// `payload` of an occurrence read again where it occurs.
+  @inlinable static var inPlace: Int32 { -1 }
+
+  @inlinable
+  init(
+    node: _AnyNode, depth: Int32, payload: Int32, verdict: _Verdict, stamp: Stamp?,
+    previous: Int32
+  ) {
+    self.node = node
+    self.depth = depth
+    self.payload = payload
+    self.verdict = verdict
+    self.stamp = stamp
+    self.previous = previous
+  }
+}
+
+/// The state of the pass running now, and buffers kept between passes for their capacity.
+@usableFromInline
+struct _Pass: ~Copyable {
+  /// Every claim made, in breadth-first order. The root's is the first, unless the root nests
+  /// no entity: its claim is then all there is, and stays out of the buffer.
+  @usableFromInline var claims = _Buffer<_Claim>()
+  /// The links found by the claim walk, each claim's in a range of its own. While the pass runs,
+  /// a link's `backIndex` is the claim its occurrence made, or -1.
+  @usableFromInline var links = _Buffer<_ChildLink>()
+  /// Every node whose pass bits were set, to clear them when the pass ends. NB: unretained, as
+  /// `_Claim.node`: the pass ends before its write can free any of them (rule 3).
+  @usableFromInline var marked = _Buffer<Unmanaged<_AnyNode>>()
+  /// Where the walk under way is.
+  @usableFromInline var at = _PassPosition()
+  /// What the write is.
+  @usableFromInline var write = _PassWrite()
+  /// Whether some occurrence does not end up as its node's value: it lost to another one, its
+  /// claim was refused or merged, or it only links. Then every aggregate the pass writes is
+  /// rebuilt from its children, so that it shows their values; otherwise the values it was
+  /// written with already do.
+  @usableFromInline var rebuilds = false
+  /// The nodes to settle, and the settle's and the cycle search's buffers; see
+  /// `_PassBuffers`.
+  @usableFromInline var buffers = _PassBuffers()
+  /// The last cycle number handed out; see `_Cycles.swift`.
+  var lastCycle = 0
+  /// Whether the pass takes none of the shortcuts that make it cheap: it keeps every
+  /// occurrence's value aside, rebuilds every aggregate it writes from its children, and settles
+  /// every node it writes. The differential tests run one map so, beside one that takes them.
+  @usableFromInline var isExhaustive = false
+
+  @usableFromInline init() {}
+}
+
+/// Where the walk of a pass is.
+@usableFromInline
+struct _PassPosition {
+  @usableFromInline var walk = _Walk.claim
+  /// The accessor whose occurrences are being walked.
+  @usableFromInline var accessor: Int32 = 0
+  /// The depth of the occurrences being claimed.
+  @usableFromInline var depth: Int32 = 0
+  /// The claim whose value is being walked.
+  @usableFromInline var claim = 0
+  /// The apply walk's next link.
+  @usableFromInline var cursor = 0
+
+  @usableFromInline init() {}
+}
+
+/// What the write under way is, beyond its root.
+@usableFromInline
+struct _PassWrite {
+  @usableFromInline var nesting = _Nesting.write
+  /// The call's `modifiedAt`, for the nested entities that carry no stamp of their own.
+  @usableFromInline var stamp: Stamp?
+  /// Claims this close to the root do not merge: an `update`'s own entity (depth 0, or 1 under
+  /// an alias) started from the stored value.
+  @usableFromInline var mergeFromDepth: Int32 = 0
+
+  @usableFromInline init() {}
+}
+
+/// Buffers a pass reuses, each empty between passes: allocating them was a good share of a
+/// small aggregate's write. NB: unretained nodes, as `_Claim.node`.
+@usableFromInline
+struct _PassBuffers {
+  /// The nodes the pass wrote that must be settled.
+  @usableFromInline var seeds: [Unmanaged<_AnyNode>] = []
+  /// The settle's walk (see `_Settle.swift`).
+  var postorder: [Unmanaged<_AnyNode>] = []
+  var walk: [(node: Unmanaged<_AnyNode>, nextParent: Int)] = []
+  /// Children the pass linked that may close a cycle; see `_Cycles.swift`.
+  @usableFromInline var cycleRoots: [_AnyNode] = []
+
+  @usableFromInline init() {}
+
+  /// Takes a buffer out of its `slot`, leaving an empty one there, so that a nested use of
+  /// the same buffer starts afresh instead of clobbering it.
+  @usableFromInline
+  static func take<Element>(_ slot: inout [Element]) -> [Element] {
+    var buffer: [Element] = []
+    swap(&buffer, &slot)
+    return buffer
+  }
+
+  /// Empties `buffer`, keeping its capacity, and puts it back in its `slot`.
+  @usableFromInline
+  static func giveBack<Element>(_ buffer: inout [Element], to slot: inout [Element]) {
+    buffer.removeAll(keepingCapacity: true)
+    swap(&buffer, &slot)
+  }
+}
+
+/// The links of one claim, read in place from the pass's `links` buffer.
+///
+/// NB: a slice of the buffer would retain it, an atomic operation per claim applied; the core
+/// is borrowed for each read, which an unowned reference would retain. It lives only for one
+/// relink in a pass of that core, whose caller holds the map (rule 6 of `_Lifetime.swift`).
+@usableFromInline
+struct _PassLinks: RandomAccessCollection {
+  @usableFromInline let core: Unmanaged<_MapCore>
+  @usableFromInline let range: Range<Int>
+
+  @inlinable
+  init(core: _MapCore, range: Range<Int>) {
+    self.core = .passUnretained(core)
+    self.range = range
+  }
+
+  @inlinable var startIndex: Int { range.lowerBound }
+  @inlinable var endIndex: Int { range.upperBound }
+  @inlinable subscript(position: Int) -> _ChildLink {
+    core._withUnsafeGuaranteedRef { $0.pass.links[position] }
+  }
+}
+
+extension _MapCore {
+  // MARK: The pass
+
+  /// Writes `payload` into `root` and every entity it nests, as one pass (see the top of this
+  /// file). Returns whether the root itself was written.
+  ///
+  /// - Complexity: O(nested occurrences + parents touched).
+  ///
+  /// - Parameters:
+  ///   - stamp: The root's stamp: its own when it is ``Stamped``, the call's otherwise.
+  ///   - call: The call's `modifiedAt`, for the nested entities that carry no stamp.
+  ///   - verdict: The root's verdict, when the caller decides it (`show` does); otherwise its
+  ///     stamp decides.
+  ///   - nesting: What the pass does with the entities the value nests.
+  ///   - mergeFromDepth: How deep the first claims that merge are: 0 for `store`, more for an
+  ///     `update`, whose own entities started from the stored values.
+  ///   - publishing: When the caller found that nothing else of the write can touch the root (a
+  ///     lone entity's outermost write; see `publishesDirectly`), the root's change is published
+  ///     at once instead of journaled: `.inserted` for a root the write created, `.updated`
+  ///     otherwise.
+  @inlinable @discardableResult
+  func pass<V: Sendable>(
+    into root: _Node<V>, payload: V, stamp: Stamp?, call: Stamp?, verdict: _Verdict? = nil,
+    nesting: _Nesting = .write, mergeFromDepth: Int32 = 0, publishing: _ChangeKind? = nil
+  ) -> Bool {
+    root.withSchema { schema in
+      let verdict = verdict ?? self.verdict(root, payload, schema, stamp: stamp)
+      let merges = schema.merge != nil && mergeFromDepth == 0
+      if schema.isLeaf {
+        // A value holding no nested entity: the pass is its root's claim, kept out of the
+        // buffers, and nothing is expanded.
+        guard merges && verdict == .accepted && !root.s.bits.contains(.fresh) else {
+          applyRoot(root, payload, schema, verdict, stamp: stamp, publishing: publishing)
+          return verdict == .accepted
+        }
+        // NB: a Mergeable entity holding no nested entity has no other occurrence: it merges
+        // here, into the stored value; a merged claim keeps a real stamp only, as in
+        // `_Node._mergeClaimChain`.
+        let merged = schema.merge.unsafelyUnwrapped(payload, root.value)
+        applyRoot(
+          root, merged, schema, verdict, stamp: stamp?.isNaN == true ? nil : stamp,
+          publishing: publishing)
+        return true
+      }
+      pass.write.stamp = call
+      pass.write.nesting = nesting
+      pass.write.mergeFromDepth = mergeFromDepth
+      // NB: the root's value stays in hand unless something needs it aside: the occurrences of
+      // a `Mergeable` aggregate merge from the stash.
+      let stashed = merges || pass.isExhaustive
+      let rootPayload = stashed ? root.withStash { $0.append(payload, self) } : _Claim.inPlace
+      offer(root, payload: rootPayload, verdict: verdict, stamp: stamp)
+      if stashed { pass.rebuilds = true }
+      // 1. Claims.
+      if stashed {
+        expandClaims(from: 0)
+      } else {
+        claimNested(ofRoot: root, payload, schema: schema)
+        if pass.claims.count > 1 { expandClaims(from: 1) }
+      }
+      // 2. Apply.
+      var alias: (node: _AnyNode, stamp: Stamp?)?
+      if stashed {
+        applyStashed(claim: 0, alias: &alias)
+      } else {
+        let fresh = root.s.bits.contains(.fresh)
+        let identical = !fresh && schema.isEquatable && _identical(root.value, payload)
+        let settles = apply(
+          pass.claims[0], to: root, identical: identical, publishing: nil, alias: &alias
+        ) {
+          if !(fresh && _identical(root.value, payload)) { root.value = payload }
+        }
+        if settles { pass.buffers.seeds.append(.passUnretained(root)) }
+      }
+      if pass.claims.count > 1 {
+        pass.at.walk = .apply
+        if !stashed && !pass.claims[0].links.isEmpty {
+          if pass.claims[0].readsInPlace {
+            walkNested(in: payload, schema: schema, claim: 0)
+          } else {
+            applyLinked(by: 0)
+          }
+        }
+        for index in pass.claims.indices.dropFirst(stashed ? 0 : 1)
+        where !pass.claims[index].links.isEmpty {
+          if pass.claims[index].readsInPlace {
+            let node = Unmanaged.passUnretained(pass.claims[index].node)
+            node._withUnsafeGuaranteedRef { $0.witness.expand($0, index, self) }
+          } else {
+            applyLinked(by: index)
+          }
+        }
+      }
+      // NB: an alias is logged as set after the entities it names are logged as stored.
+      if let alias { outbox.logStored(alias.node, stamp: alias.stamp) }
+      finishPass()
+      return verdict == .accepted
+    }
+  }
+
+  /// Applies the claim of a root that nests no entity, whose value is `payload`: the whole of
+  /// its pass. Its parents, if any, are settled.
+  @inlinable
+  func applyRoot<V: Sendable>(
+    _ root: _Node<V>, _ payload: V, _ schema: _Schema<V>, _ verdict: _Verdict, stamp: Stamp?,
+    publishing: _ChangeKind?
+  ) {
+    let fresh = root.s.bits.contains(.fresh)
+    let identical = !fresh && schema.isEquatable && _identical(root.value, payload)
+    // NB: published at once, the change is what a commit would find: `==` to the stored value,
+    // it is no change.
+    let kind = publishing.map { !fresh && !schema.differ(root.value, payload) ? .unchanged : $0 }
+    var alias: (node: _AnyNode, stamp: Stamp?)?
+    let claim = _Claim(
+      node: root, depth: 0, payload: _Claim.inPlace, verdict: verdict, stamp: stamp, previous: -1)
+    let settles = apply(claim, to: root, identical: identical, publishing: kind, alias: &alias) {
+      if !(fresh && _identical(root.value, payload)) { root.value = payload }
+    }
+    if settles {
+      settle(from: root)
+      endPass()
+    } else if !pass.marked.isEmpty {
+      endPass()
+    }
+  }
+
+  /// The end of every pass: numbers the cycles its links closed, settles what it wrote, and
+  /// clears its state.
+  @usableFromInline
+  func finishPass() {
+    if !pass.buffers.cycleRoots.isEmpty {
+      numberCycles(from: pass.buffers.cycleRoots)
+      pass.buffers.cycleRoots.removeAll(keepingCapacity: true)
+    }
+    // 3. Settle.
+    if !pass.buffers.seeds.isEmpty {
+      var seeds = _PassBuffers.take(&pass.buffers.seeds)
+      settle(from: seeds)
+      _PassBuffers.giveBack(&seeds, to: &pass.buffers.seeds)
+    }
+    endPass()
+  }
+
+  /// Claims the entities nested in the root's value, at depth 1, in the pass's claim walk: the
+  /// root's value is in hand, unless it was kept aside (`expandClaims(from:)` then does this).
+  @inlinable
+  func claimNested<V>(ofRoot root: _Node<V>, _ payload: V, schema: _Schema<V>) {
+    // NB: a value identical to the stored one holds identical nested values, which its
+    // children already have; without a call stamp to record on them, they need no claim.
+    if pass.claims[0].verdict == .accepted && pass.write.stamp == nil && root.hasChildren
+      && schema.isEquatable && !root.s.bits.contains(.fresh) && _identical(root.value, payload)
+    {
+      pass.claims[0].verdict = .identical
+      return
+    }
+    pass.at.depth = 1
+    walkNested(in: payload, schema: schema, claim: 0)
+  }
+
+  /// Walks the entities nested in `payload`, the value of claim `index`, accessor by accessor,
+  /// in the pass's current walk: the claim walk claims each occurrence and records the links
+  /// the claim's value holds; the apply walk applies each occurrence whose claim won.
+  @inlinable
+  func walkNested<V>(in payload: V, schema: _Schema<V>, claim index: Int) {
+    let start = pass.links.count
+    let walk = pass.at.walk
+    pass.at.claim = index
+    if walk == .apply { pass.at.cursor = pass.claims[index].links.lowerBound }
+    for accessorIndex in schema.erasedAccessors.indices {
+      pass.at.accessor = Int32(accessorIndex)
+      // NB: borrowed (rule 7 of `_Lifetime.swift`): the schema keeps its accessors.
+      Unmanaged.passUnretained(schema.accessor(Int32(accessorIndex)))._withUnsafeGuaranteedRef {
+        $0.forEachChild(payload, self)
+      }
+    }
+    if walk == .claim {
+      pass.claims[index].links = start..<pass.links.count
+    } else {
+      // NB: the apply walk reads the value through the same key paths as the claim walk; a
+      // key path that gave other entities the second time (a computed property that is not a
+      // plain read) would have each entity written into another's node.
+      precondition(
+        pass.at.cursor == pass.claims[index].links.upperBound,
+        "Concord: a nested entity's key path gave different entities on two reads of one value")
+    }
+  }
+
+  /// Expands the claims breadth-first, level by level, from claim `start`, whose depth's
+  /// claims are all made.
+  @usableFromInline
+  func expandClaims(from start: Int) {
+    var levelStart = start
+    pass.at.depth = pass.claims[start].depth
+    while levelStart < pass.claims.count {
+      let levelEnd = pass.claims.count
+      pass.at.depth += 1
+      for index in levelStart..<levelEnd where isWinner(index) {
+        // NB: borrowed, not retained: a claimed node stays for the whole pass (`_Claim.node`).
+        Unmanaged.passUnretained(pass.claims[index].node)._withUnsafeGuaranteedRef { node in
+          // NB: a leaf has nothing to merge before expansion, no children and nothing to
+          // expand, and asking is a virtual call each: its claim keeps its empty range of links.
+          guard !node.s.flags.contains(.leaf) else { return }
+          if node.s.flags.contains(.mergeable) { node.witness.mergeClaims(node, index, self, true) }
+          // NB: a value identical to the stored one holds identical nested values, which its
+          // children already have; without a call stamp to record on them, they need no claim.
+          if pass.claims[index].verdict == .accepted && pass.write.stamp == nil
+            && node.hasChildren && node.witness.isIdentical(node, index, self)
+          {
+            pass.claims[index].verdict = .identical
+            return
+          }
+          node.witness.expand(node, index, self)
+        }
+      }
+      levelStart = levelEnd
+    }
+  }
+
+  // MARK: Claiming
+
+  /// Visits one nested entity of a value the pass walks: claims it in the claim walk, applies
+  /// its claim in the apply walk.
+  @inlinable
+  func visit<C: Identifiable & Sendable>(_ child: C, position: Int) {
+    withTable(C.self) { table in
+      switch pass.at.walk {
+      case .apply: applyOccurrence(child, in: table)
+      case .claim where pass.write.nesting == .write:
+        claimOccurrence(child, position: position, in: table)
+      case .claim: linkOccurrence(child, position: position, in: table)
+      }
+    }
+  }
+
+  /// Visits each entity of a collection, at its offset.
+  ///
+  /// NB: the table is found, and the walk told apart, once for the collection: a page of
+  /// entities is the commonest value a pass walks.
+  @inlinable
+  func visitAll<S: Sequence>(_ children: S) where S.Element: Identifiable & Sendable {
+    withTable(S.Element.self) { table in
+      switch pass.at.walk {
+      case .apply:
+        for child in children { applyOccurrence(child, in: table) }
+      case .claim where pass.write.nesting == .write:
+        for (offset, child) in children.enumerated() {
+          claimOccurrence(child, position: offset, in: table)
+        }
+      case .claim:
+        for (offset, child) in children.enumerated() {
+          linkOccurrence(child, position: offset, in: table)
+        }
+      }
+    }
+  }
+
+  /// Claims the node of `child`, created if the map has none, for the occurrence at `position`
+  /// of the accessor being walked.
+  @inlinable
+  func claimOccurrence<C: Identifiable & Sendable>(
+    _ child: C, position: Int, in table: _Table<C>
+  ) {
+    table.withNode(for: child) { node, created in
+      if created {
+        didCreate(node, held: false, journaled: true)
+        mark(node, .fresh)
+      }
+      let link = pass.links.count
+      pass.links.append(
+        _ChildLink(
+          child: node, accessor: pass.at.accessor, position: Int32(position), backIndex: -1))
+      let schema = table.schema
+      let isOffered = node.s.bits.contains(.offered)
+      let loses = isOffered && pass.claims[Int(node.s.claimIndex)].depth < pass.at.depth
+      // NB: a deeper occurrence loses and is dropped, unless it is to be merged.
+      guard !loses || (schema.merge != nil && schema.isLeaf) else {
+        pass.rebuilds = true
+        return
+      }
+      let stamp = schema.stamp(of: child, call: pass.write.stamp)
+      var verdict = verdict(node, child, schema, stamp: stamp)
+      // NB: an `update` (the only write whose claims merge from below the root) hands its
+      // body the stored value: a nested entity the body left bit for bit as stored is not
+      // a write, and the older stamp its value may carry is no stale write to log.
+      if verdict == .stale && pass.write.mergeFromDepth > 0 && _identical(node.value, child) {
+        verdict = .unchanged
+      }
+      // NB: kept aside only when needed: an aggregate is expanded from its value, a Mergeable
+      // entity merged; a plain entity is read again where it occurs.
+      let kept = schema.merge != nil || !schema.isLeaf || pass.isExhaustive
+      let payload = kept ? table.stash.append(child, self) : _Claim.inPlace
+      if !kept { pass.claims[pass.at.claim].readsInPlace = true }
+      if verdict != .accepted || isOffered || (schema.merge != nil && !created) {
+        pass.rebuilds = true
+      }
+      if loses {
+        chainLoser(node, payload: payload, verdict: verdict, stamp: stamp)
+      } else {
+        offer(node, payload: payload, verdict: verdict, stamp: stamp)
+      }
+      pass.links[link].backIndex = Int32(pass.claims.count - 1)
+    }
+  }
+
+  /// Visits a nested occurrence of a pass that does not write what its value nests: it links
+  /// to the entity as it is (an entity that left the map stays a copy, unlinked); loading, an
+  /// entity the map lacks is created and claimed, as loaded.
+  @inlinable
+  func linkOccurrence<C: Identifiable & Sendable>(
+    _ child: C, position: Int, in table: _Table<C>
+  ) {
+    guard pass.write.nesting == .load else {
+      pass.rebuilds = true
+      guard let node = table.node(child.id) else { return }
+      pass.links.append(
+        _ChildLink(
+          child: node, accessor: pass.at.accessor, position: Int32(position), backIndex: -1))
+      return
+    }
+    table.withNode(for: child) { node, created in
+      pass.links.append(
+        _ChildLink(
+          child: node, accessor: pass.at.accessor, position: Int32(position), backIndex: -1))
+      guard created else {
+        pass.rebuilds = true
+        return
+      }
+      didCreate(node, held: false, journaled: true)
+      mark(node, .fresh)
+      let schema = table.schema
+      let kept = schema.merge != nil || !schema.isLeaf
+      let stamp = schema.stamp(of: child, call: nil)
+      if !kept { pass.claims[pass.at.claim].readsInPlace = true }
+      offer(
+        node, payload: kept ? table.stash.append(child, self) : _Claim.inPlace,
+        verdict: .accepted, stamp: stamp)
+      pass.links[pass.links.count - 1].backIndex = Int32(pass.claims.count - 1)
+    }
+  }
+
+  /// Records a claim on `node`, the winning one for now.
+  @inlinable @inline(__always)
+  func offer(_ node: _AnyNode, payload: Int32, verdict: _Verdict, stamp: Stamp?) {
+    let index = Int32(pass.claims.count)
+    let previous = node.s.bits.contains(.offered) ? node.s.claimIndex : -1
+    pass.claims.append(
+      _Claim(
+        node: node, depth: pass.at.depth, payload: payload, verdict: verdict, stamp: stamp,
+        previous: previous))
+    mark(node, .offered)
+    node.s.claimIndex = index
+  }
+
+  /// Records an occurrence of `node` deeper than its winning claim, to merge it: it joins the
+  /// chain of the node's claims without winning.
+  @inlinable
+  func chainLoser(_ node: _AnyNode, payload: Int32, verdict: _Verdict, stamp: Stamp?) {
+    let winner = Int(node.s.claimIndex)
+    let index = Int32(pass.claims.count)
+    pass.claims.append(
+      _Claim(
+        node: node, depth: pass.at.depth, payload: payload, verdict: verdict, stamp: stamp,
+        previous: pass.claims[winner].previous))
+    pass.claims[winner].previous = index
+  }
+
+  /// Whether claim `index` is its node's winning claim.
+  @inlinable
+  func isWinner(_ index: Int) -> Bool {
+    pass.claims[index].node.s.claimIndex == Int32(index)
+  }
+
+  /// What the stamp says about writing `payload`, stamped `stamp`, into `node`.
+  ///
+  /// A newer stamp (or none) applies. An older one, NaN included, is stale: refused and
+  /// logged, whatever the value, and never merged. Only a stamp equal to the stored one is
+  /// compared with the stored value: it applies when the type accepts equal stamps; otherwise
+  /// it is a quiet no-op when the value (merged first, for a `Mergeable` type) is `==` to the
+  /// stored one, since refusing it loses nothing, and stale when it is not. An aggregate's own
+  /// fields are compared, without its nested entities: those are written on their own stamps
+  /// anyway, and a refetched page nesting stubs is no change.
+  @inlinable
+  func verdict<V>(_ node: _Node<V>, _ payload: V, _ schema: _Schema<V>, stamp: Stamp?) -> _Verdict {
+    if node.admits(stamp) { return .accepted }
+    // NB: refused, so `stamp` is a number and the node has one; NaN equals nothing.
+    guard stamp == node.s.stamp else { return .stale }
+    if schema.acceptsEqualStamps { return .accepted }
+    let merged = schema.merge.map { $0(payload, node.value) } ?? payload
+    return schema.ownFieldsEqual(node.value, merged) ? .unchanged : .stale
+  }
+
+  // MARK: Applying
+
+  /// Applies the claim of the occurrence `child` met by the apply walk, if it won.
+  @inlinable
+  func applyOccurrence<C: Identifiable & Sendable>(_ child: C, in table: _Table<C>) {
+    let link = pass.links[pass.at.cursor]
+    pass.at.cursor += 1
+    precondition(
+      link.accessor == pass.at.accessor,
+      "Concord: a nested entity's key path gave different entities on two reads of one value")
+    let index = Int(link.backIndex)
+    guard index >= 0, isWinner(index) else { return }
+    // NB: borrowed: the link's node is in its table for the whole pass (`_Claim.node`).
+    Unmanaged.passUnretained(link.child)._withUnsafeGuaranteedRef { erased in
+      guard pass.claims[index].payload == _Claim.inPlace else {
+        return applyStashed(claim: index)
+      }
+      let node = unsafeDowncast(erased, to: _EntityNode<C>.self)
+      precondition(
+        node.value.id == child.id,
+        "Concord: a nested entity's key path gave different entities on two reads of one value")
+      let fresh = node.s.bits.contains(.fresh)
+      let identical = !fresh && table.schema.isEquatable && _identical(node.value, child)
+      var alias: (node: _AnyNode, stamp: Stamp?)?
+      let settles = apply(pass.claims[index], to: node, identical: identical, alias: &alias) {
+        // NB: a node the pass created already holds its first occurrence, most often this one:
+        // skipping the copy spares a retain and a release per reference in the value.
+        if !(fresh && _identical(node.value, child)) { node.value = child }
+      }
+      if settles { pass.buffers.seeds.append(.passUnretained(node)) }
+    }
+  }
+
+  /// Applies claim `index`, whose value is in its type's stash.
+  @usableFromInline
+  func applyStashed(claim index: Int) {
+    var alias: (node: _AnyNode, stamp: Stamp?)?
+    applyStashed(claim: index, alias: &alias)
+  }
+
+  /// Applies the winning claims the value of claim `index` links to, in the order of its links,
+  /// as the apply walk would when none of them is read in place (see `_Claim.readsInPlace`).
+  @usableFromInline
+  func applyLinked(by index: Int) {
+    for link in pass.claims[index].links {
+      let claim = Int(pass.links[link].backIndex)
+      if claim >= 0 && isWinner(claim) { applyStashed(claim: claim) }
+    }
+  }
+
+  /// Applies claim `index`, whose value is in its type's stash; an alias's log waits in `alias`.
+  @usableFromInline
+  func applyStashed(claim index: Int, alias: inout (node: _AnyNode, stamp: Stamp?)?) {
+    // NB: borrowed, not retained, and the claim read field by field rather than copied: a
+    // claimed node stays for the whole pass (`_Claim.node`).
+    Unmanaged.passUnretained(pass.claims[index].node)._withUnsafeGuaranteedRef { node in
+      if node.s.flags.contains(.mergeable) { node.witness.mergeClaims(node, index, self, false) }
+      // NB: a node the pass created is never identical to its claim; asking is a virtual call.
+      let identical =
+        pass.claims[index].verdict == .accepted && !node.s.bits.contains(.fresh)
+        && node.witness.isIdentical(node, index, self)
+      let settles = apply(pass.claims[index], to: node, identical: identical, alias: &alias) {
+        node.witness.apply(node, index, self)
+      }
+      if settles { pass.buffers.seeds.append(.passUnretained(node)) }
+    }
+  }
+
+  /// Applies `claim`, the winning claim on `node`, whose value `assign` writes; `identical`
+  /// when the claim's value is bit for bit the node's (it only matters to an accepted claim).
+  /// Returns whether the node must be settled (see `needsSettling(_:)`).
+  ///
+  /// The verdict decides: a stale claim is logged, an unchanged one does nothing, an identical
+  /// one records its stamp. An accepted one is recorded in the journal (or, with `publishing`,
+  /// published at once: see `pass(into:...)`), gets its value and the links it holds, records
+  /// its stamp, and is logged (an alias's log waits in `alias`).
+  @inlinable @inline(__always)
+  func apply(
+    _ claim: _Claim, to node: _AnyNode, identical: Bool, publishing: _ChangeKind? = nil,
+    alias: inout (node: _AnyNode, stamp: Stamp?)?, assign: () -> Void
+  ) -> Bool {
+    let stamp = claim.stamp
+    // NB: only an accepted claim can turn out identical: a refused one stays refused.
+    switch claim.verdict == .accepted && identical ? .identical : claim.verdict {
+    case .stale:
+      outbox.logStale(node, incoming: stamp)
+      return false
+    case .unchanged:
+      return false
+    case .identical:
+      if publishing == nil {
+        recordJournaled(stamp, on: node)
+      } else if let stamp, !stamp.isNaN, stamp != node.s.stamp {
+        let stampBefore = node.s.stamp
+        node.s.stamp = stamp
+        publishDirectly(node, .unchanged, stampBefore: stampBefore)
+      }
+      outbox.logStored(node, stamp: stamp)
+      return false
+    case .accepted:
+      break
+    }
+    let stampBefore = node.s.stamp
+    if publishing == nil { touch(node) }
+    assign()
+    // NB: a node nothing links to (a batch list, a root aggregate) cannot be on a cycle: its
+    // new links close none. A plain entity has no link to change.
+    if (!claim.links.isEmpty || node.hasChildren)
+      && relink(node, toPassLinks: claim.links) && node.hasParents
+    {
+      for link in node.children where link.child === node || link.child.hasChildren {
+        pass.buffers.cycleRoots.append(link.child)
+      }
+    }
+    record(stamp, on: node)
+    if node.s.flags.contains(.alias) {
+      alias = (node, stamp)
+    } else {
+      outbox.logStored(node, stamp: stamp)
+    }
+    if let publishing {
+      publishDirectly(node, publishing, stampBefore: stampBefore)
+      return false
+    }
+    mark(node, .claimed)
+    return needsSettling(node)
+  }
+
+  /// Whether `node`, just written, must be settled: an alias (its anchor follows its value), a
+  /// node on a cycle, an aggregate whose value must be rebuilt from its children, or a node a
+  /// parent the pass did not write shows.
+  @inlinable @inline(__always)
+  func needsSettling(_ node: _AnyNode) -> Bool {
+    if node.s.flags.contains(.alias) || node.cycle != 0 || pass.isExhaustive { return true }
+    if pass.rebuilds && node.hasChildren { return true }
+    guard let first = node.s.firstParent else { return false }
+    if !first.parent.s.bits.contains(.claimed) { return true }
+    guard let extras = node.s.extras, !extras.moreParents.isEmpty else { return false }
+    // NB: borrowed (rule 7 of `_Lifetime.swift`): the node keeps its extras.
+    return Unmanaged.passUnretained(extras)._withUnsafeGuaranteedRef {
+      $0.moreParents.contains { !$0.parent.s.bits.contains(.claimed) }
+    }
+  }
+
+  /// Records `stamp` as the node's newest, unless it is `nil` or NaN.
+  @inlinable
+  func record(_ stamp: Stamp?, on node: _AnyNode) {
+    if let stamp, !stamp.isNaN { node.s.stamp = stamp }
+  }
+
+  /// Records `stamp` on a node the write does not otherwise touch, journaling the change so
+  /// that a rollback restores the stamp too.
+  @inlinable
+  func recordJournaled(_ stamp: Stamp?, on node: _AnyNode) {
+    guard let stamp, !stamp.isNaN, stamp != node.s.stamp else { return }
+    touch(node)
+    node.s.stamp = stamp
+  }
+
+  // MARK: Marks
+
+  /// Sets pass bits on `node`, listing it for the end of the pass.
+  @inlinable @inline(__always)
+  func mark(_ node: _AnyNode, _ bits: _PassBits) {
+    if node.s.bits.isEmpty { pass.marked.append(Unmanaged.passUnretained(node)) }
+    node.s.bits.formUnion(bits)
+  }
+
+  /// Ends a pass: clears every pass bit and empties the buffers.
+  @usableFromInline
+  func endPass() {
+    for index in pass.marked.indices {
+      pass.marked[index]._withUnsafeGuaranteedRef { $0.s.bits = [] }
+    }
+    pass.marked.removeAll()
+    pass.claims.removeAll()
+    pass.links.removeAll()
+    pass.at = _PassPosition()
+    pass.write = _PassWrite()
+    pass.rebuilds = pass.isExhaustive
+  }
+}
