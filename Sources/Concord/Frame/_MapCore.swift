@@ -38,7 +38,6 @@ final class _MapCore: @unchecked Sendable {
     @usableFromInline var frame = _Frame()
     @usableFromInline var registry = _Registry()
     @usableFromInline var journal = _Journal()
-    @usableFromInline var pass = _Pass()
     @usableFromInline var lifetime: _Lifetime
     @usableFromInline var outbox: _Outbox
     @usableFromInline var layers = _Layers()
@@ -46,11 +45,13 @@ final class _MapCore: @unchecked Sendable {
     @exclusivity(unchecked) @usableFromInline var frame = _Frame()
     @exclusivity(unchecked) @usableFromInline var registry = _Registry()
     @exclusivity(unchecked) @usableFromInline var journal = _Journal()
-    @exclusivity(unchecked) @usableFromInline var pass = _Pass()
     @exclusivity(unchecked) @usableFromInline var lifetime: _Lifetime
     @exclusivity(unchecked) @usableFromInline var outbox: _Outbox
     @exclusivity(unchecked) @usableFromInline var layers = _Layers()
   #endif
+
+  /// The write pass: claims, applies and settles every value a write stores; see `_Pass`.
+  @usableFromInline let pass = _Pass()
 
   /// The handles made under the shared lock, less every handle released; see
   /// `_Lifetime.handles`.
@@ -78,6 +79,7 @@ final class _MapCore: @unchecked Sendable {
     lifetime = _Lifetime(retention: retention)
     let lock = lock
     persistence = store.map { _Persistence(store: $0, logger: logger, mapLock: lock) }
+    pass._core = self
   }
 
   // MARK: Entering and leaving the lock

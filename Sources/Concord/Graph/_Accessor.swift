@@ -7,9 +7,9 @@
 /// NB: closures rather than subclasses keep this type final, hence checkably `Sendable`.
 @usableFromInline
 final class _Accessor<Root>: Sendable {
-  /// Hands each child entity in `root` to the pass's walk (`_MapCore.visit`), in order, with
+  /// Hands each child entity in `root` to the pass's walk (`_Pass.visit`), in order, with
   /// its position: 0 for a single or optional entity, the offset in the collection otherwise.
-  @usableFromInline let forEachChild: @Sendable (Root, _MapCore) -> Void
+  @usableFromInline let forEachChild: @Sendable (Root, _Pass) -> Void
   /// Lists the loads of the persisted entities nested in `root`, at any depth, that are not in
   /// memory (`_MapCore.probe`).
   @usableFromInline let probe: @Sendable (Root, _MapCore, inout [(_MapCore) -> Void]) -> Void
@@ -36,7 +36,7 @@ final class _Accessor<Root>: Sendable {
 
   @usableFromInline
   init(
-    forEachChild: @escaping @Sendable (Root, _MapCore) -> Void,
+    forEachChild: @escaping @Sendable (Root, _Pass) -> Void,
     probe: @escaping @Sendable (Root, _MapCore, inout [(_MapCore) -> Void]) -> Void,
     missing: @escaping @Sendable (Root, _MapCore) -> [Int],
     fill: @escaping @Sendable (_AnyNode, Int, inout Root, _Materializer?) -> Void,
@@ -70,7 +70,7 @@ extension _Accessor {
   {
     let field = _Field(keyPath)
     return _Accessor(
-      forEachChild: { root, core in core.visit(field.get(root), position: 0) },
+      forEachChild: { root, pass in pass.visit(field.get(root), position: 0) },
       probe: { root, core, loads in core.probe(field.get(root), into: &loads) },
       missing: { root, core in core.isMissing(field.get(root)) ? [0] : [] },
       fill: { child, _, root, materializer in
@@ -96,8 +96,8 @@ extension _Accessor {
   {
     let field = _Field(keyPath)
     return _Accessor(
-      forEachChild: { root, core in
-        if let child = field.get(root) { core.visit(child, position: 0) }
+      forEachChild: { root, pass in
+        if let child = field.get(root) { pass.visit(child, position: 0) }
       },
       probe: { root, core, loads in
         if let child = field.get(root) { core.probe(child, into: &loads) }
@@ -131,7 +131,7 @@ extension _Accessor {
   ) -> _Accessor where C.Element: Identifiable & Sendable {
     let field = _Field(keyPath)
     return _Accessor(
-      forEachChild: { root, core in core.visitAll(field.get(root)) },
+      forEachChild: { root, pass in pass.visitAll(field.get(root)) },
       probe: { root, core, loads in
         for child in field.get(root) { core.probe(child, into: &loads) }
       },
@@ -165,8 +165,8 @@ extension _Accessor {
   ) -> _Accessor where C.Element: Identifiable & Sendable {
     let field = _Field(keyPath)
     return _Accessor(
-      forEachChild: { root, core in
-        if let children = field.get(root) { core.visitAll(children) }
+      forEachChild: { root, pass in
+        if let children = field.get(root) { pass.visitAll(children) }
       },
       probe: { root, core, loads in
         for child in field.get(root) ?? C() { core.probe(child, into: &loads) }

@@ -16,7 +16,7 @@
 // notifies nobody. Nesting depth is bounded by the length of the cycle.
 //
 // Outside cycles the rule is the plain one, and a node's slots are patched with its children's
-// stored values. Nodes on cycles carry a cycle number (`_NodeExtras.cycle`, see `_Cycles.swift`)
+// stored values. Nodes on cycles carry a cycle number (`_NodeExtras.cycle`, see `_Pass+Cycles.swift`)
 // shared by their strongly connected part of the graph; only a child with the same number can
 // lead back to a node on the path, so only those are unfolded, and every other child is written
 // with its stored value.

@@ -14,7 +14,7 @@
 //    (`apply(claim:to:identical:publishing:assign:)`): the accepted value becomes the node's,
 //    and the node is relinked to the occurrences its value holds. Cycles the new links close are
 //    numbered.
-// 3. Settle. Nodes are finalized children first (see `_Settle.swift`): a claimed aggregate has
+// 3. Settle. Nodes are finalized children first (see `_Pass+Settle.swift`): a claimed aggregate has
 //    every child slot rewritten with the child's value, so it shows the freshest version of each
 //    nested entity; a node that was written pushes itself into the parents the pass did not
 //    write.
@@ -116,38 +116,77 @@ struct _Claim: BitwiseCopyable {
   }
 }
 
-/// The state of the pass running now, and buffers kept between passes for their capacity.
+/// The write pass of one map: the state of the pass running now, the buffers it keeps between
+/// passes for their capacity, and the walks that write a value (see the top of this file).
+///
+/// The pass reaches the rest of its map (tables, journal, outbox, lifetimes) through `core`. A
+/// class, so that the typed operations it calls back (a witness expanding a claim, an accessor
+/// walking a value) reach the same pass that called them.
 @usableFromInline
-struct _Pass: ~Copyable {
-  /// Every claim made, in breadth-first order. The root's is the first, unless the root nests
-  /// no entity: its claim is then all there is, and stays out of the buffer.
-  @usableFromInline var claims = _Buffer<_Claim>()
-  /// The links found by the claim walk, each claim's in a range of its own. While the pass runs,
-  /// a link's `backIndex` is the claim its occurrence made, or -1.
-  @usableFromInline var links = _Buffer<_ChildLink>()
-  /// Every node whose pass bits were set, to clear them when the pass ends. NB: unretained, as
-  /// `_Claim.node`: the pass ends before its write can free any of them (rule 3).
-  @usableFromInline var marked = _Buffer<Unmanaged<_AnyNode>>()
-  /// Where the walk under way is.
-  @usableFromInline var at = _PassPosition()
-  /// What the write is.
-  @usableFromInline var write = _PassWrite()
-  /// Whether some occurrence does not end up as its node's value: it lost to another one, its
-  /// claim was refused or merged, or it only links. Then every aggregate the pass writes is
-  /// rebuilt from its children, so that it shows their values; otherwise the values it was
-  /// written with already do.
-  @usableFromInline var rebuilds = false
-  /// The nodes to settle, and the settle's and the cycle search's buffers; see
-  /// `_PassBuffers`.
-  @usableFromInline var buffers = _PassBuffers()
-  /// The last cycle number handed out; see `_Cycles.swift`.
+final class _Pass {
+  /// The map this is the pass of. NB: unowned(unsafe), by rule 1 of `_Lifetime.swift`: the map
+  /// owns its pass, which lives as long as the map. Set once, by `_MapCore.init`.
+  #if DEBUG
+    @usableFromInline unowned(unsafe) var _core: _MapCore?
+  #else
+    @exclusivity(unchecked) @usableFromInline unowned(unsafe) var _core: _MapCore?
+  #endif
+
+  // NB: exclusivity checks are off in release builds only, as for the parts of the core: the
+  // map's lock already makes every access exclusive between threads.
+  #if DEBUG
+    /// Every claim made, in breadth-first order. The root's is the first, unless the root
+    /// nests no entity: its claim is then all there is, and stays out of the buffer.
+    @usableFromInline var claims = _Buffer<_Claim>()
+    /// The links found by the claim walk, each claim's in a range of its own. While the pass
+    /// runs, a link's `backIndex` is the claim its occurrence made, or -1.
+    @usableFromInline var links = _Buffer<_ChildLink>()
+    /// Every node whose pass bits were set, to clear them when the pass ends. NB: unretained,
+    /// as `_Claim.node`: the pass ends before its write can free any of them (rule 3).
+    @usableFromInline var marked = _Buffer<Unmanaged<_AnyNode>>()
+    /// Where the walk under way is.
+    @usableFromInline var at = _PassPosition()
+    /// What the write is.
+    @usableFromInline var request = _PassRequest()
+    /// Whether some occurrence does not end up as its node's value: it lost to another one,
+    /// its claim was refused or merged, or it only links. Then every aggregate the pass writes
+    /// is rebuilt from its children, so that it shows their values; otherwise the values it
+    /// was written with already do.
+    @usableFromInline var rebuilds = false
+    /// The nodes to settle, and the settle's and the cycle search's buffers; see
+    /// `_PassBuffers`.
+    @usableFromInline var buffers = _PassBuffers()
+  #else
+    @exclusivity(unchecked) @usableFromInline var claims = _Buffer<_Claim>()
+    @exclusivity(unchecked) @usableFromInline var links = _Buffer<_ChildLink>()
+    @exclusivity(unchecked) @usableFromInline var marked = _Buffer<Unmanaged<_AnyNode>>()
+    @exclusivity(unchecked) @usableFromInline var at = _PassPosition()
+    @exclusivity(unchecked) @usableFromInline var request = _PassRequest()
+    @exclusivity(unchecked) @usableFromInline var rebuilds = false
+    @exclusivity(unchecked) @usableFromInline var buffers = _PassBuffers()
+  #endif
+  /// The last cycle number handed out; see `_Pass+Cycles.swift`.
   var lastCycle = 0
   /// Whether the pass takes none of the shortcuts that make it cheap: it keeps every
   /// occurrence's value aside, rebuilds every aggregate it writes from its children, and settles
   /// every node it writes. The differential tests run one map so, beside one that takes them.
-  @usableFromInline var isExhaustive = false
+  /// NB: a constant once the map is made, as `_core`: read without exclusivity checks.
+  @exclusivity(unchecked) @usableFromInline var isExhaustive = false
 
   @usableFromInline init() {}
+
+  /// Calls `body` with the map, borrowed: calls made on it retain nothing (rule 7 of
+  /// `_Lifetime.swift`: the map owns its pass, rule 1).
+  @inlinable @inline(__always)
+  func withCore<R>(_ body: (_MapCore) throws -> R) rethrows -> R {
+    try Unmanaged.passUnretained(_core.unsafelyUnwrapped)._withUnsafeGuaranteedRef(body)
+  }
+
+  /// Calls `body` with the map's table of `T`, borrowed; see `_MapCore.withTable(_:_:)`.
+  @inlinable @inline(__always)
+  func withTable<T: Identifiable & Sendable, R>(_: T.Type, _ body: (_Table<T>) -> R) -> R {
+    withCore { $0.withTable(T.self, body) }
+  }
 }
 
 /// Where the walk of a pass is.
@@ -168,7 +207,7 @@ struct _PassPosition {
 
 /// What the write under way is, beyond its root.
 @usableFromInline
-struct _PassWrite {
+struct _PassRequest {
   @usableFromInline var nesting = _Nesting.write
   /// The call's `modifiedAt`, for the nested entities that carry no stamp of their own.
   @usableFromInline var stamp: Stamp?
@@ -185,10 +224,10 @@ struct _PassWrite {
 struct _PassBuffers {
   /// The nodes the pass wrote that must be settled.
   @usableFromInline var seeds: [Unmanaged<_AnyNode>] = []
-  /// The settle's walk (see `_Settle.swift`).
+  /// The settle's walk (see `_Pass+Settle.swift`).
   var postorder: [Unmanaged<_AnyNode>] = []
   var walk: [(node: Unmanaged<_AnyNode>, nextParent: Int)] = []
-  /// Children the pass linked that may close a cycle; see `_Cycles.swift`.
+  /// Children the pass linked that may close a cycle; see `_Pass+Cycles.swift`.
   @usableFromInline var cycleRoots: [_AnyNode] = []
 
   @usableFromInline init() {}
@@ -212,28 +251,28 @@ struct _PassBuffers {
 
 /// The links of one claim, read in place from the pass's `links` buffer.
 ///
-/// NB: a slice of the buffer would retain it, an atomic operation per claim applied; the core
+/// NB: a slice of the buffer would retain it, an atomic operation per claim applied; the pass
 /// is borrowed for each read, which an unowned reference would retain. It lives only for one
-/// relink in a pass of that core, whose caller holds the map (rule 6 of `_Lifetime.swift`).
+/// relink by that pass, whose map is held by its caller (rules 1 and 6 of `_Lifetime.swift`).
 @usableFromInline
 struct _PassLinks: RandomAccessCollection {
-  @usableFromInline let core: Unmanaged<_MapCore>
+  @usableFromInline let pass: Unmanaged<_Pass>
   @usableFromInline let range: Range<Int>
 
   @inlinable
-  init(core: _MapCore, range: Range<Int>) {
-    self.core = .passUnretained(core)
+  init(pass: _Pass, range: Range<Int>) {
+    self.pass = .passUnretained(pass)
     self.range = range
   }
 
   @inlinable var startIndex: Int { range.lowerBound }
   @inlinable var endIndex: Int { range.upperBound }
   @inlinable subscript(position: Int) -> _ChildLink {
-    core._withUnsafeGuaranteedRef { $0.pass.links[position] }
+    pass._withUnsafeGuaranteedRef { $0.links[position] }
   }
 }
 
-extension _MapCore {
+extension _Pass {
   // MARK: The pass
 
   /// Writes `payload` into `root` and every entity it nests, as one pass (see the top of this
@@ -254,7 +293,7 @@ extension _MapCore {
   ///     at once instead of journaled: `.inserted` for a root the write created, `.updated`
   ///     otherwise.
   @inlinable @discardableResult
-  func pass<V: Sendable>(
+  func run<V: Sendable>(
     into root: _Node<V>, payload: V, stamp: Stamp?, call: Stamp?, verdict: _Verdict? = nil,
     nesting: _Nesting = .write, mergeFromDepth: Int32 = 0, publishing: _ChangeKind? = nil
   ) -> Bool {
@@ -277,21 +316,22 @@ extension _MapCore {
           publishing: publishing)
         return true
       }
-      pass.write.stamp = call
-      pass.write.nesting = nesting
-      pass.write.mergeFromDepth = mergeFromDepth
+      request.stamp = call
+      request.nesting = nesting
+      request.mergeFromDepth = mergeFromDepth
       // NB: the root's value stays in hand unless something needs it aside: the occurrences of
       // a `Mergeable` aggregate merge from the stash.
-      let stashed = merges || pass.isExhaustive
-      let rootPayload = stashed ? root.withStash { $0.append(payload, self) } : _Claim.inPlace
+      let stashed = merges || isExhaustive
+      let rootPayload =
+        stashed ? withCore { core in root.withStash { $0.append(payload, core) } } : _Claim.inPlace
       offer(root, payload: rootPayload, verdict: verdict, stamp: stamp)
-      if stashed { pass.rebuilds = true }
+      if stashed { rebuilds = true }
       // 1. Claims.
       if stashed {
         expandClaims(from: 0)
       } else {
         claimNested(ofRoot: root, payload, schema: schema)
-        if pass.claims.count > 1 { expandClaims(from: 1) }
+        if claims.count > 1 { expandClaims(from: 1) }
       }
       // 2. Apply.
       var alias: (node: _AnyNode, stamp: Stamp?)?
@@ -301,25 +341,25 @@ extension _MapCore {
         let fresh = root.s.bits.contains(.fresh)
         let identical = !fresh && schema.isEquatable && _identical(root.value, payload)
         let settles = apply(
-          pass.claims[0], to: root, identical: identical, publishing: nil, alias: &alias
+          claims[0], to: root, identical: identical, publishing: nil, alias: &alias
         ) {
           if !(fresh && _identical(root.value, payload)) { root.value = payload }
         }
-        if settles { pass.buffers.seeds.append(.passUnretained(root)) }
+        if settles { buffers.seeds.append(.passUnretained(root)) }
       }
-      if pass.claims.count > 1 {
-        pass.at.walk = .apply
-        if !stashed && !pass.claims[0].links.isEmpty {
-          if pass.claims[0].readsInPlace {
+      if claims.count > 1 {
+        at.walk = .apply
+        if !stashed && !claims[0].links.isEmpty {
+          if claims[0].readsInPlace {
             walkNested(in: payload, schema: schema, claim: 0)
           } else {
             applyLinked(by: 0)
           }
         }
-        for index in pass.claims.indices.dropFirst(stashed ? 0 : 1)
-        where !pass.claims[index].links.isEmpty {
-          if pass.claims[index].readsInPlace {
-            let node = Unmanaged.passUnretained(pass.claims[index].node)
+        for index in claims.indices.dropFirst(stashed ? 0 : 1)
+        where !claims[index].links.isEmpty {
+          if claims[index].readsInPlace {
+            let node = Unmanaged.passUnretained(claims[index].node)
             node._withUnsafeGuaranteedRef { $0.witness.expand($0, index, self) }
           } else {
             applyLinked(by: index)
@@ -327,14 +367,14 @@ extension _MapCore {
         }
       }
       // NB: an alias is logged as set after the entities it names are logged as stored.
-      if let alias { outbox.logStored(alias.node, stamp: alias.stamp) }
-      finishPass()
+      if let alias { withCore { $0.outbox.logStored(alias.node, stamp: alias.stamp) } }
+      finish()
       return verdict == .accepted
     }
   }
 
   /// Applies the claim of a root that nests no entity, whose value is `payload`: the whole of
-  /// its pass. Its parents, if any, are settled.
+  /// its  Its parents, if any, are settled.
   @inlinable
   func applyRoot<V: Sendable>(
     _ root: _Node<V>, _ payload: V, _ schema: _Schema<V>, _ verdict: _Verdict, stamp: Stamp?,
@@ -353,27 +393,27 @@ extension _MapCore {
     }
     if settles {
       settle(from: root)
-      endPass()
-    } else if !pass.marked.isEmpty {
-      endPass()
+      end()
+    } else if !marked.isEmpty {
+      end()
     }
   }
 
   /// The end of every pass: numbers the cycles its links closed, settles what it wrote, and
   /// clears its state.
   @usableFromInline
-  func finishPass() {
-    if !pass.buffers.cycleRoots.isEmpty {
-      numberCycles(from: pass.buffers.cycleRoots)
-      pass.buffers.cycleRoots.removeAll(keepingCapacity: true)
+  func finish() {
+    if !buffers.cycleRoots.isEmpty {
+      numberCycles(from: buffers.cycleRoots)
+      buffers.cycleRoots.removeAll(keepingCapacity: true)
     }
     // 3. Settle.
-    if !pass.buffers.seeds.isEmpty {
-      var seeds = _PassBuffers.take(&pass.buffers.seeds)
+    if !buffers.seeds.isEmpty {
+      var seeds = _PassBuffers.take(&buffers.seeds)
       settle(from: seeds)
-      _PassBuffers.giveBack(&seeds, to: &pass.buffers.seeds)
+      _PassBuffers.giveBack(&seeds, to: &buffers.seeds)
     }
-    endPass()
+    end()
   }
 
   /// Claims the entities nested in the root's value, at depth 1, in the pass's claim walk: the
@@ -382,13 +422,13 @@ extension _MapCore {
   func claimNested<V>(ofRoot root: _Node<V>, _ payload: V, schema: _Schema<V>) {
     // NB: a value identical to the stored one holds identical nested values, which its
     // children already have; without a call stamp to record on them, they need no claim.
-    if pass.claims[0].verdict == .accepted && pass.write.stamp == nil && root.hasChildren
+    if claims[0].verdict == .accepted && request.stamp == nil && root.hasChildren
       && schema.isEquatable && !root.s.bits.contains(.fresh) && _identical(root.value, payload)
     {
-      pass.claims[0].verdict = .identical
+      claims[0].verdict = .identical
       return
     }
-    pass.at.depth = 1
+    at.depth = 1
     walkNested(in: payload, schema: schema, claim: 0)
   }
 
@@ -397,25 +437,25 @@ extension _MapCore {
   /// the claim's value holds; the apply walk applies each occurrence whose claim won.
   @inlinable
   func walkNested<V>(in payload: V, schema: _Schema<V>, claim index: Int) {
-    let start = pass.links.count
-    let walk = pass.at.walk
-    pass.at.claim = index
-    if walk == .apply { pass.at.cursor = pass.claims[index].links.lowerBound }
+    let start = links.count
+    let walk = at.walk
+    at.claim = index
+    if walk == .apply { at.cursor = claims[index].links.lowerBound }
     for accessorIndex in schema.erasedAccessors.indices {
-      pass.at.accessor = Int32(accessorIndex)
+      at.accessor = Int32(accessorIndex)
       // NB: borrowed (rule 7 of `_Lifetime.swift`): the schema keeps its accessors.
       Unmanaged.passUnretained(schema.accessor(Int32(accessorIndex)))._withUnsafeGuaranteedRef {
         $0.forEachChild(payload, self)
       }
     }
     if walk == .claim {
-      pass.claims[index].links = start..<pass.links.count
+      claims[index].links = start..<links.count
     } else {
       // NB: the apply walk reads the value through the same key paths as the claim walk; a
       // key path that gave other entities the second time (a computed property that is not a
       // plain read) would have each entity written into another's node.
       precondition(
-        pass.at.cursor == pass.claims[index].links.upperBound,
+        at.cursor == claims[index].links.upperBound,
         "Concord: a nested entity's key path gave different entities on two reads of one value")
     }
   }
@@ -425,23 +465,23 @@ extension _MapCore {
   @usableFromInline
   func expandClaims(from start: Int) {
     var levelStart = start
-    pass.at.depth = pass.claims[start].depth
-    while levelStart < pass.claims.count {
-      let levelEnd = pass.claims.count
-      pass.at.depth += 1
+    at.depth = claims[start].depth
+    while levelStart < claims.count {
+      let levelEnd = claims.count
+      at.depth += 1
       for index in levelStart..<levelEnd where isWinner(index) {
         // NB: borrowed, not retained: a claimed node stays for the whole pass (`_Claim.node`).
-        Unmanaged.passUnretained(pass.claims[index].node)._withUnsafeGuaranteedRef { node in
+        Unmanaged.passUnretained(claims[index].node)._withUnsafeGuaranteedRef { node in
           // NB: a leaf has nothing to merge before expansion, no children and nothing to
           // expand, and asking is a virtual call each: its claim keeps its empty range of links.
           guard !node.s.flags.contains(.leaf) else { return }
           if node.s.flags.contains(.mergeable) { node.witness.mergeClaims(node, index, self, true) }
           // NB: a value identical to the stored one holds identical nested values, which its
           // children already have; without a call stamp to record on them, they need no claim.
-          if pass.claims[index].verdict == .accepted && pass.write.stamp == nil
+          if claims[index].verdict == .accepted && request.stamp == nil
             && node.hasChildren && node.witness.isIdentical(node, index, self)
           {
-            pass.claims[index].verdict = .identical
+            claims[index].verdict = .identical
             return
           }
           node.witness.expand(node, index, self)
@@ -458,9 +498,9 @@ extension _MapCore {
   @inlinable
   func visit<C: Identifiable & Sendable>(_ child: C, position: Int) {
     withTable(C.self) { table in
-      switch pass.at.walk {
+      switch at.walk {
       case .apply: applyOccurrence(child, in: table)
-      case .claim where pass.write.nesting == .write:
+      case .claim where request.nesting == .write:
         claimOccurrence(child, position: position, in: table)
       case .claim: linkOccurrence(child, position: position, in: table)
       }
@@ -474,10 +514,10 @@ extension _MapCore {
   @inlinable
   func visitAll<S: Sequence>(_ children: S) where S.Element: Identifiable & Sendable {
     withTable(S.Element.self) { table in
-      switch pass.at.walk {
+      switch at.walk {
       case .apply:
         for child in children { applyOccurrence(child, in: table) }
-      case .claim where pass.write.nesting == .write:
+      case .claim where request.nesting == .write:
         for (offset, child) in children.enumerated() {
           claimOccurrence(child, position: offset, in: table)
         }
@@ -497,43 +537,43 @@ extension _MapCore {
   ) {
     table.withNode(for: child) { node, created in
       if created {
-        didCreate(node, held: false, journaled: true)
+        withCore { $0.didCreate(node, held: false, journaled: true) }
         mark(node, .fresh)
       }
-      let link = pass.links.count
-      pass.links.append(
+      let link = links.count
+      links.append(
         _ChildLink(
-          child: node, accessor: pass.at.accessor, position: Int32(position), backIndex: -1))
+          child: node, accessor: at.accessor, position: Int32(position), backIndex: -1))
       let schema = table.schema
       let isOffered = node.s.bits.contains(.offered)
-      let loses = isOffered && pass.claims[Int(node.s.claimIndex)].depth < pass.at.depth
+      let loses = isOffered && claims[Int(node.s.claimIndex)].depth < at.depth
       // NB: a deeper occurrence loses and is dropped, unless it is to be merged.
       guard !loses || (schema.merge != nil && schema.isLeaf) else {
-        pass.rebuilds = true
+        rebuilds = true
         return
       }
-      let stamp = schema.stamp(of: child, call: pass.write.stamp)
+      let stamp = schema.stamp(of: child, call: request.stamp)
       var verdict = verdict(node, child, schema, stamp: stamp)
       // NB: an `update` (the only write whose claims merge from below the root) hands its
       // body the stored value: a nested entity the body left bit for bit as stored is not
       // a write, and the older stamp its value may carry is no stale write to log.
-      if verdict == .stale && pass.write.mergeFromDepth > 0 && _identical(node.value, child) {
+      if verdict == .stale && request.mergeFromDepth > 0 && _identical(node.value, child) {
         verdict = .unchanged
       }
       // NB: kept aside only when needed: an aggregate is expanded from its value, a Mergeable
       // entity merged; a plain entity is read again where it occurs.
-      let kept = schema.merge != nil || !schema.isLeaf || pass.isExhaustive
-      let payload = kept ? table.stash.append(child, self) : _Claim.inPlace
-      if !kept { pass.claims[pass.at.claim].readsInPlace = true }
+      let kept = schema.merge != nil || !schema.isLeaf || isExhaustive
+      let payload = kept ? withCore { table.stash.append(child, $0) } : _Claim.inPlace
+      if !kept { claims[at.claim].readsInPlace = true }
       if verdict != .accepted || isOffered || (schema.merge != nil && !created) {
-        pass.rebuilds = true
+        rebuilds = true
       }
       if loses {
         chainLoser(node, payload: payload, verdict: verdict, stamp: stamp)
       } else {
         offer(node, payload: payload, verdict: verdict, stamp: stamp)
       }
-      pass.links[link].backIndex = Int32(pass.claims.count - 1)
+      links[link].backIndex = Int32(claims.count - 1)
     }
   }
 
@@ -544,43 +584,43 @@ extension _MapCore {
   func linkOccurrence<C: Identifiable & Sendable>(
     _ child: C, position: Int, in table: _Table<C>
   ) {
-    guard pass.write.nesting == .load else {
-      pass.rebuilds = true
+    guard request.nesting == .load else {
+      rebuilds = true
       guard let node = table.node(child.id) else { return }
-      pass.links.append(
+      links.append(
         _ChildLink(
-          child: node, accessor: pass.at.accessor, position: Int32(position), backIndex: -1))
+          child: node, accessor: at.accessor, position: Int32(position), backIndex: -1))
       return
     }
     table.withNode(for: child) { node, created in
-      pass.links.append(
+      links.append(
         _ChildLink(
-          child: node, accessor: pass.at.accessor, position: Int32(position), backIndex: -1))
+          child: node, accessor: at.accessor, position: Int32(position), backIndex: -1))
       guard created else {
-        pass.rebuilds = true
+        rebuilds = true
         return
       }
-      didCreate(node, held: false, journaled: true)
+      withCore { $0.didCreate(node, held: false, journaled: true) }
       mark(node, .fresh)
       let schema = table.schema
       let kept = schema.merge != nil || !schema.isLeaf
       let stamp = schema.stamp(of: child, call: nil)
-      if !kept { pass.claims[pass.at.claim].readsInPlace = true }
+      if !kept { claims[at.claim].readsInPlace = true }
       offer(
-        node, payload: kept ? table.stash.append(child, self) : _Claim.inPlace,
+        node, payload: kept ? withCore { table.stash.append(child, $0) } : _Claim.inPlace,
         verdict: .accepted, stamp: stamp)
-      pass.links[pass.links.count - 1].backIndex = Int32(pass.claims.count - 1)
+      links[links.count - 1].backIndex = Int32(claims.count - 1)
     }
   }
 
   /// Records a claim on `node`, the winning one for now.
   @inlinable @inline(__always)
   func offer(_ node: _AnyNode, payload: Int32, verdict: _Verdict, stamp: Stamp?) {
-    let index = Int32(pass.claims.count)
+    let index = Int32(claims.count)
     let previous = node.s.bits.contains(.offered) ? node.s.claimIndex : -1
-    pass.claims.append(
+    claims.append(
       _Claim(
-        node: node, depth: pass.at.depth, payload: payload, verdict: verdict, stamp: stamp,
+        node: node, depth: at.depth, payload: payload, verdict: verdict, stamp: stamp,
         previous: previous))
     mark(node, .offered)
     node.s.claimIndex = index
@@ -591,18 +631,18 @@ extension _MapCore {
   @inlinable
   func chainLoser(_ node: _AnyNode, payload: Int32, verdict: _Verdict, stamp: Stamp?) {
     let winner = Int(node.s.claimIndex)
-    let index = Int32(pass.claims.count)
-    pass.claims.append(
+    let index = Int32(claims.count)
+    claims.append(
       _Claim(
-        node: node, depth: pass.at.depth, payload: payload, verdict: verdict, stamp: stamp,
-        previous: pass.claims[winner].previous))
-    pass.claims[winner].previous = index
+        node: node, depth: at.depth, payload: payload, verdict: verdict, stamp: stamp,
+        previous: claims[winner].previous))
+    claims[winner].previous = index
   }
 
   /// Whether claim `index` is its node's winning claim.
   @inlinable
   func isWinner(_ index: Int) -> Bool {
-    pass.claims[index].node.s.claimIndex == Int32(index)
+    claims[index].node.s.claimIndex == Int32(index)
   }
 
   /// What the stamp says about writing `payload`, stamped `stamp`, into `node`.
@@ -629,16 +669,16 @@ extension _MapCore {
   /// Applies the claim of the occurrence `child` met by the apply walk, if it won.
   @inlinable
   func applyOccurrence<C: Identifiable & Sendable>(_ child: C, in table: _Table<C>) {
-    let link = pass.links[pass.at.cursor]
-    pass.at.cursor += 1
+    let link = links[at.cursor]
+    at.cursor += 1
     precondition(
-      link.accessor == pass.at.accessor,
+      link.accessor == at.accessor,
       "Concord: a nested entity's key path gave different entities on two reads of one value")
     let index = Int(link.backIndex)
     guard index >= 0, isWinner(index) else { return }
     // NB: borrowed: the link's node is in its table for the whole pass (`_Claim.node`).
     Unmanaged.passUnretained(link.child)._withUnsafeGuaranteedRef { erased in
-      guard pass.claims[index].payload == _Claim.inPlace else {
+      guard claims[index].payload == _Claim.inPlace else {
         return applyStashed(claim: index)
       }
       let node = unsafeDowncast(erased, to: _EntityNode<C>.self)
@@ -648,12 +688,12 @@ extension _MapCore {
       let fresh = node.s.bits.contains(.fresh)
       let identical = !fresh && table.schema.isEquatable && _identical(node.value, child)
       var alias: (node: _AnyNode, stamp: Stamp?)?
-      let settles = apply(pass.claims[index], to: node, identical: identical, alias: &alias) {
+      let settles = apply(claims[index], to: node, identical: identical, alias: &alias) {
         // NB: a node the pass created already holds its first occurrence, most often this one:
         // skipping the copy spares a retain and a release per reference in the value.
         if !(fresh && _identical(node.value, child)) { node.value = child }
       }
-      if settles { pass.buffers.seeds.append(.passUnretained(node)) }
+      if settles { buffers.seeds.append(.passUnretained(node)) }
     }
   }
 
@@ -668,8 +708,8 @@ extension _MapCore {
   /// as the apply walk would when none of them is read in place (see `_Claim.readsInPlace`).
   @usableFromInline
   func applyLinked(by index: Int) {
-    for link in pass.claims[index].links {
-      let claim = Int(pass.links[link].backIndex)
+    for link in claims[index].links {
+      let claim = Int(links[link].backIndex)
       if claim >= 0 && isWinner(claim) { applyStashed(claim: claim) }
     }
   }
@@ -679,16 +719,16 @@ extension _MapCore {
   func applyStashed(claim index: Int, alias: inout (node: _AnyNode, stamp: Stamp?)?) {
     // NB: borrowed, not retained, and the claim read field by field rather than copied: a
     // claimed node stays for the whole pass (`_Claim.node`).
-    Unmanaged.passUnretained(pass.claims[index].node)._withUnsafeGuaranteedRef { node in
+    Unmanaged.passUnretained(claims[index].node)._withUnsafeGuaranteedRef { node in
       if node.s.flags.contains(.mergeable) { node.witness.mergeClaims(node, index, self, false) }
       // NB: a node the pass created is never identical to its claim; asking is a virtual call.
       let identical =
-        pass.claims[index].verdict == .accepted && !node.s.bits.contains(.fresh)
+        claims[index].verdict == .accepted && !node.s.bits.contains(.fresh)
         && node.witness.isIdentical(node, index, self)
-      let settles = apply(pass.claims[index], to: node, identical: identical, alias: &alias) {
+      let settles = apply(claims[index], to: node, identical: identical, alias: &alias) {
         node.witness.apply(node, index, self)
       }
-      if settles { pass.buffers.seeds.append(.passUnretained(node)) }
+      if settles { buffers.seeds.append(.passUnretained(node)) }
     }
   }
 
@@ -698,58 +738,60 @@ extension _MapCore {
   ///
   /// The verdict decides: a stale claim is logged, an unchanged one does nothing, an identical
   /// one records its stamp. An accepted one is recorded in the journal (or, with `publishing`,
-  /// published at once: see `pass(into:...)`), gets its value and the links it holds, records
+  /// published at once: see `run(into:...)`), gets its value and the links it holds, records
   /// its stamp, and is logged (an alias's log waits in `alias`).
   @inlinable @inline(__always)
   func apply(
     _ claim: _Claim, to node: _AnyNode, identical: Bool, publishing: _ChangeKind? = nil,
     alias: inout (node: _AnyNode, stamp: Stamp?)?, assign: () -> Void
   ) -> Bool {
-    let stamp = claim.stamp
-    // NB: only an accepted claim can turn out identical: a refused one stays refused.
-    switch claim.verdict == .accepted && identical ? .identical : claim.verdict {
-    case .stale:
-      outbox.logStale(node, incoming: stamp)
-      return false
-    case .unchanged:
-      return false
-    case .identical:
-      if publishing == nil {
-        recordJournaled(stamp, on: node)
-      } else if let stamp, !stamp.isNaN, stamp != node.s.stamp {
-        let stampBefore = node.s.stamp
-        node.s.stamp = stamp
-        publishDirectly(node, .unchanged, stampBefore: stampBefore)
+    withCore { core in
+      let stamp = claim.stamp
+      // NB: only an accepted claim can turn out identical: a refused one stays refused.
+      switch claim.verdict == .accepted && identical ? .identical : claim.verdict {
+      case .stale:
+        core.outbox.logStale(node, incoming: stamp)
+        return false
+      case .unchanged:
+        return false
+      case .identical:
+        if publishing == nil {
+          recordJournaled(stamp, on: node)
+        } else if let stamp, !stamp.isNaN, stamp != node.s.stamp {
+          let stampBefore = node.s.stamp
+          node.s.stamp = stamp
+          core.publishDirectly(node, .unchanged, stampBefore: stampBefore)
+        }
+        core.outbox.logStored(node, stamp: stamp)
+        return false
+      case .accepted:
+        break
       }
-      outbox.logStored(node, stamp: stamp)
-      return false
-    case .accepted:
-      break
-    }
-    let stampBefore = node.s.stamp
-    if publishing == nil { touch(node) }
-    assign()
-    // NB: a node nothing links to (a batch list, a root aggregate) cannot be on a cycle: its
-    // new links close none. A plain entity has no link to change.
-    if (!claim.links.isEmpty || node.hasChildren)
-      && relink(node, toPassLinks: claim.links) && node.hasParents
-    {
-      for link in node.children where link.child === node || link.child.hasChildren {
-        pass.buffers.cycleRoots.append(link.child)
+      let stampBefore = node.s.stamp
+      if publishing == nil { core.touch(node) }
+      assign()
+      // NB: a node nothing links to (a batch list, a root aggregate) cannot be on a cycle: its
+      // new links close none. A plain entity has no link to change.
+      if (!claim.links.isEmpty || node.hasChildren)
+        && core.relink(node, toPassLinks: claim.links) && node.hasParents
+      {
+        for link in node.children where link.child === node || link.child.hasChildren {
+          buffers.cycleRoots.append(link.child)
+        }
       }
+      record(stamp, on: node)
+      if node.s.flags.contains(.alias) {
+        alias = (node, stamp)
+      } else {
+        core.outbox.logStored(node, stamp: stamp)
+      }
+      if let publishing {
+        core.publishDirectly(node, publishing, stampBefore: stampBefore)
+        return false
+      }
+      mark(node, .claimed)
+      return needsSettling(node)
     }
-    record(stamp, on: node)
-    if node.s.flags.contains(.alias) {
-      alias = (node, stamp)
-    } else {
-      outbox.logStored(node, stamp: stamp)
-    }
-    if let publishing {
-      publishDirectly(node, publishing, stampBefore: stampBefore)
-      return false
-    }
-    mark(node, .claimed)
-    return needsSettling(node)
   }
 
   /// Whether `node`, just written, must be settled: an alias (its anchor follows its value), a
@@ -757,8 +799,8 @@ extension _MapCore {
   /// parent the pass did not write shows.
   @inlinable @inline(__always)
   func needsSettling(_ node: _AnyNode) -> Bool {
-    if node.s.flags.contains(.alias) || node.cycle != 0 || pass.isExhaustive { return true }
-    if pass.rebuilds && node.hasChildren { return true }
+    if node.s.flags.contains(.alias) || node.cycle != 0 || isExhaustive { return true }
+    if rebuilds && node.hasChildren { return true }
     guard let first = node.s.firstParent else { return false }
     if !first.parent.s.bits.contains(.claimed) { return true }
     guard let extras = node.s.extras, !extras.moreParents.isEmpty else { return false }
@@ -779,30 +821,30 @@ extension _MapCore {
   @inlinable
   func recordJournaled(_ stamp: Stamp?, on node: _AnyNode) {
     guard let stamp, !stamp.isNaN, stamp != node.s.stamp else { return }
-    touch(node)
+    withCore { $0.touch(node) }
     node.s.stamp = stamp
   }
 
   // MARK: Marks
 
-  /// Sets pass bits on `node`, listing it for the end of the pass.
+  /// Sets pass bits on `node`, listing it for the end of the
   @inlinable @inline(__always)
   func mark(_ node: _AnyNode, _ bits: _PassBits) {
-    if node.s.bits.isEmpty { pass.marked.append(Unmanaged.passUnretained(node)) }
+    if node.s.bits.isEmpty { marked.append(Unmanaged.passUnretained(node)) }
     node.s.bits.formUnion(bits)
   }
 
   /// Ends a pass: clears every pass bit and empties the buffers.
   @usableFromInline
-  func endPass() {
-    for index in pass.marked.indices {
-      pass.marked[index]._withUnsafeGuaranteedRef { $0.s.bits = [] }
+  func end() {
+    for index in marked.indices {
+      marked[index]._withUnsafeGuaranteedRef { $0.s.bits = [] }
     }
-    pass.marked.removeAll()
-    pass.claims.removeAll()
-    pass.links.removeAll()
-    pass.at = _PassPosition()
-    pass.write = _PassWrite()
-    pass.rebuilds = pass.isExhaustive
+    marked.removeAll()
+    claims.removeAll()
+    links.removeAll()
+    at = _PassPosition()
+    request = _PassRequest()
+    rebuilds = isExhaustive
   }
 }

@@ -14,7 +14,7 @@ extension _MapCore {
     var removed: [_AnyNode] = []
     func markRemoved(_ node: _AnyNode) {
       guard !node.s.flags.contains(.removed), !node.s.bits.contains(.removing) else { return }
-      mark(node, .removing)
+      pass.mark(node, .removing)
       removed.append(node)
     }
     nodes.forEach(markRemoved)
@@ -55,12 +55,12 @@ extension _MapCore {
       let remaining = parent.witness.dropChildren(
         parent, lostSlots[ObjectIdentifier(parent)].unsafelyUnwrapped)
       relink(parent, to: remaining)
-      mark(parent, .patched)
+      pass.mark(parent, .patched)
       seeds.append(parent)
     }
     // NB: unretained: the survivors are in the map (rules 2 and 6 of `_Lifetime.swift`).
-    settle(from: seeds.map(Unmanaged.passUnretained))
-    endPass()
+    pass.settle(from: seeds.map(Unmanaged.passUnretained))
+    pass.end()
     if layers.isActive { removalPatched(seeds) }
   }
 

@@ -27,9 +27,9 @@ extension _MapCore {
         let publishing = publishesDirectly(node, schema: schema, created: created)
         if created {
           didCreate(node, held: held, journaled: publishing == nil)
-          mark(node, .fresh)
+          pass.mark(node, .fresh)
         }
-        pass(
+        pass.run(
           into: node, payload: value, stamp: schema.stamp(of: value, call: stamp), call: stamp,
           publishing: publishing)
         return body(node)
@@ -59,8 +59,8 @@ extension _MapCore {
     adopt(list)
     let record = journal.entries.count
     touchCreated(list)
-    mark(list, .fresh)
-    pass(into: list, payload: entities, stamp: stamp, call: stamp)
+    pass.mark(list, .fresh)
+    pass.run(into: list, payload: entities, stamp: stamp, call: stamp)
     // NB: inside a transaction, the record keeps the entities the list was stored with: a
     // rollback shows those of them that still exist (see `rollBack(to:)`).
     if journal.level > 0 { journal.entries[record].links = list.children }
@@ -98,7 +98,7 @@ extension _MapCore {
           return true
         }
         if registry.persistedTypes > 0 && !schema.isLeaf { loadMissing(in: value, schema: schema) }
-        pass(
+        pass.run(
           into: node, payload: value, stamp: effective, call: stamp, mergeFromDepth: 1,
           publishing: publishesDirectly(node, schema: schema, created: false))
         return true

@@ -123,7 +123,7 @@ extension _MapCore {
   /// again), when no query or collector (nor a logger of changed values) reads its type's
   /// changes from the journal, and never under optimistic layers, which raise their values
   /// before commit. Returns the change to publish then: `.inserted` for a node the write
-  /// created, `.updated` otherwise (see `_MapCore.pass(into:...)`); `nil` when the journal
+  /// created, `.updated` otherwise (see `_Pass.run(into:...)`); `nil` when the journal
   /// records the write.
   /// (A persisted type's change is handed to persistence as it is published: see
   /// `publishDirectly(_:_:stampBefore:)`.)
@@ -248,7 +248,7 @@ extension _MapCore {
     // NB: cycle numbers are not journaled: the links put back may close cycles again whose
     // members the transaction had numbered apart; number them afresh.
     if !pass.buffers.cycleRoots.isEmpty {
-      numberCycles(from: pass.buffers.cycleRoots)
+      pass.numberCycles(from: pass.buffers.cycleRoots)
       pass.buffers.cycleRoots.removeAll(keepingCapacity: true)
     }
   }

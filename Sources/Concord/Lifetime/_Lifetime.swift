@@ -270,7 +270,7 @@ extension _MapCore {
             if buffers(node) { lifetime.buffer.enter(node) } else { purge(node) }
           } else if node.cycle != 0 {
             // NB: only a node that was ever on a cycle by identity can be on one held by
-            // itself alone; see `_Cycles.swift`.
+            // itself alone; see `_Pass+Cycles.swift`.
             maybeCyclic.append(node)
           }
         }

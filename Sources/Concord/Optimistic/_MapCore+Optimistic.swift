@@ -20,7 +20,7 @@ extension _MapCore {
     // NB: bit for bit the value shown, whatever its type: nothing to do. (A type that is not
     // `Equatable` would otherwise tell its observers of every write from outside.)
     guard !_identical(node.value, value) else { return }
-    pass(
+    pass.run(
       into: node, payload: value, stamp: nil, call: nil, verdict: .accepted, nesting: .link,
       mergeFromDepth: 1)
   }

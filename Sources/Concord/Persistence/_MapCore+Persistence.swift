@@ -472,8 +472,8 @@ extension _MapCore {
     noteLoaded(node)
     if let stamp { node.s.stamp = stamp }
     if !schema.isLeaf {
-      mark(node, .fresh)
-      pass(into: node, payload: value, stamp: nil, call: nil, nesting: .load)
+      pass.mark(node, .fresh)
+      pass.run(into: node, payload: value, stamp: nil, call: nil, nesting: .load)
     }
     recordLoaded()
     if outbox.events.count > events { outbox.events.removeSubrange(events...) }
@@ -612,7 +612,7 @@ extension _MapCore {
     let events = outbox.events.count
     noteLoaded(node)
     if let stamp { node.s.stamp = stamp }
-    pass(into: node, payload: value, stamp: nil, call: nil, nesting: .load)
+    pass.run(into: node, payload: value, stamp: nil, call: nil, nesting: .load)
     recordLoaded()
     if outbox.events.count > events { outbox.events.removeSubrange(events...) }
   }

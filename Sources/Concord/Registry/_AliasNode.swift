@@ -61,7 +61,7 @@ extension _MapCore {
     noteHoldDropped(node)
     let schema = node.schema.takeUnretainedValue()
     if registry.persistedTypes > 0 { loadMissing(in: Optional(value), schema: schema) }
-    pass(into: node, payload: value, stamp: schema.stamp(of: value, call: stamp), call: stamp)
+    pass.run(into: node, payload: value, stamp: schema.stamp(of: value, call: stamp), call: stamp)
     return node
   }
 
@@ -86,7 +86,7 @@ extension _MapCore {
     let effective = updateStamp(of: Optional(value), from: old, schema: schema, call: stamp)
     if registry.persistedTypes > 0 { loadMissing(in: Optional(value), schema: schema) }
     // NB: the entities the body returned are the update's own: they do not merge.
-    pass(into: node, payload: value, stamp: effective, call: stamp, mergeFromDepth: 2)
+    pass.run(into: node, payload: value, stamp: effective, call: stamp, mergeFromDepth: 2)
     return true
   }
 

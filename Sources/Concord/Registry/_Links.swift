@@ -57,7 +57,7 @@ extension _MapCore {
   /// specialized here: unspecialized, it walked the links through protocol witnesses.
   @usableFromInline @discardableResult
   func relink(_ parent: _AnyNode, toPassLinks range: Range<Int>) -> Bool {
-    relink(parent, to: _PassLinks(core: self, range: range))
+    relink(parent, to: _PassLinks(pass: pass, range: range))
   }
 
   /// Replaces the links of `parent` with `links` (whose `backIndex` is ignored). The caller has

@@ -136,12 +136,12 @@ extension _Node {
 
   /// Walks the nested entities of the payload of claim `index`, in the pass's current walk.
   @inlinable
-  final func _expand(claim index: Int, _ core: _MapCore) {
+  final func _expand(claim index: Int, _ pass: _Pass) {
     withSchema { schema in
       // NB: a leaf has nothing to visit; copying its payload out would retain its references.
       guard !schema.erasedAccessors.isEmpty else { return }
-      let payload = withStash { $0.values[Int(core.pass.claims[index].payload)] }
-      core.walkNested(in: payload, schema: schema, claim: index)
+      let payload = withStash { $0.values[Int(pass.claims[index].payload)] }
+      pass.walkNested(in: payload, schema: schema, claim: index)
     }
   }
 
@@ -151,12 +151,12 @@ extension _Node {
   /// expanded, with the occurrences met so far; an entity without nested entities merges
   /// before it is applied, with all of them. Does nothing unless `Value` is ``Mergeable``.
   @inlinable
-  final func _mergeClaims(_ index: Int, _ core: _MapCore, atExpansion: Bool) {
+  final func _mergeClaims(_ index: Int, _ pass: _Pass, atExpansion: Bool) {
     withSchema { schema in
       guard let merge = schema.merge, schema.isLeaf != atExpansion,
-        core.pass.claims[index].depth >= core.pass.write.mergeFromDepth
+        pass.claims[index].depth >= pass.request.mergeFromDepth
       else { return }
-      _mergeClaimChain(index, core, merge)
+      _mergeClaimChain(index, pass, merge)
     }
   }
 
@@ -164,14 +164,14 @@ extension _Node {
   // does not instantiate `Value?`'s metadata where this method runs unspecialized.
   @usableFromInline @inline(never)
   final func _mergeClaimChain(
-    _ index: Int, _ core: _MapCore, _ merge: @Sendable (Value, Value) -> Value
+    _ index: Int, _ pass: _Pass, _ merge: @Sendable (Value, Value) -> Value
   ) {
     let fresh = s.bits.contains(.fresh)
     var chain: [Int] = []
-    var next = Int(core.pass.claims[index].previous)
+    var next = Int(pass.claims[index].previous)
     while next >= 0 {
       chain.append(next)
-      next = Int(core.pass.claims[next].previous)
+      next = Int(pass.claims[next].previous)
     }
     guard !(fresh && chain.isEmpty) else { return }
     chain.sort()
@@ -180,7 +180,7 @@ extension _Node {
     var merged: Value? = fresh ? nil : value
     var stamp: Stamp?
     for claimIndex in chain {
-      let claim = core.pass.claims[claimIndex]
+      let claim = pass.claims[claimIndex]
       guard claim.verdict == .accepted else { continue }
       let payload = stash.values[Int(claim.payload)]
       merged = merged.map { merge(payload, $0) } ?? payload
@@ -189,21 +189,21 @@ extension _Node {
       }
     }
     // NB: a node none of whose occurrences applies keeps its winner's verdict.
-    guard let merged, chain.contains(where: { core.pass.claims[$0].verdict == .accepted }) else {
+    guard let merged, chain.contains(where: { pass.claims[$0].verdict == .accepted }) else {
       return
     }
-    core.pass.claims[index].payload = stash.append(merged, core)
-    core.pass.claims[index].verdict = .accepted
-    core.pass.claims[index].stamp = stamp
+    pass.claims[index].payload = pass.withCore { stash.append(merged, $0) }
+    pass.claims[index].verdict = .accepted
+    pass.claims[index].stamp = stamp
   }
 
   /// Whether the payload of claim `index` is bit for bit the node's value (see `_identical`);
   /// never for a node the pass created, nor for a type that is not `Equatable`, whose
   /// subscribers are told of every write.
   @inlinable
-  final func _isIdentical(toClaim index: Int, _ core: _MapCore) -> Bool {
+  final func _isIdentical(toClaim index: Int, _ pass: _Pass) -> Bool {
     guard !s.bits.contains(.fresh) && withSchema({ $0.isEquatable }) else { return false }
-    return _holdsPayload(Int(core.pass.claims[index].payload))
+    return _holdsPayload(Int(pass.claims[index].payload))
   }
 
   /// Whether the value is bit for bit the one at `payload` in the stash. Compares in place.
@@ -220,8 +220,8 @@ extension _Node {
 
   /// Makes the payload of claim `index` the node's value.
   @inlinable
-  final func _apply(claim index: Int, _ core: _MapCore) {
-    let payload = Int(core.pass.claims[index].payload)
+  final func _apply(claim index: Int, _ pass: _Pass) {
+    let payload = Int(pass.claims[index].payload)
     // NB: a node the pass created already holds its first occurrence, most often the payload
     // itself: skipping the copy spares a retain and a release per reference in the value.
     if s.bits.contains(.fresh) && _holdsPayload(payload) { return }

@@ -59,13 +59,13 @@ final class _Witness {
   // MARK: The pass (see `_Pass.swift`)
 
   /// Claims the nested entities of a claim's payload, one depth further.
-  @usableFromInline let expand: (_AnyNode, Int, _MapCore) -> Void
+  @usableFromInline let expand: (_AnyNode, Int, _Pass) -> Void
   /// Folds the occurrences of a ``Mergeable`` node into its winning claim.
-  @usableFromInline let mergeClaims: (_AnyNode, Int, _MapCore, Bool) -> Void
+  @usableFromInline let mergeClaims: (_AnyNode, Int, _Pass, Bool) -> Void
   /// Whether a claim's payload is bit for bit the node's value.
-  @usableFromInline let isIdentical: (_AnyNode, Int, _MapCore) -> Bool
+  @usableFromInline let isIdentical: (_AnyNode, Int, _Pass) -> Bool
   /// Makes a claim's payload the node's value.
-  @usableFromInline let apply: (_AnyNode, Int, _MapCore) -> Void
+  @usableFromInline let apply: (_AnyNode, Int, _Pass) -> Void
 
   // MARK: The journal and the change log
 
@@ -134,10 +134,10 @@ final class _Witness {
     materialize: @escaping (_AnyNode) -> Void,
     requiresChild: @escaping (_AnyNode, Int) -> Bool,
     dropChildren: @escaping (_AnyNode, [Int]) -> [_ChildLink],
-    expand: @escaping (_AnyNode, Int, _MapCore) -> Void,
-    mergeClaims: @escaping (_AnyNode, Int, _MapCore, Bool) -> Void,
-    isIdentical: @escaping (_AnyNode, Int, _MapCore) -> Bool,
-    apply: @escaping (_AnyNode, Int, _MapCore) -> Void,
+    expand: @escaping (_AnyNode, Int, _Pass) -> Void,
+    mergeClaims: @escaping (_AnyNode, Int, _Pass, Bool) -> Void,
+    isIdentical: @escaping (_AnyNode, Int, _Pass) -> Bool,
+    apply: @escaping (_AnyNode, Int, _Pass) -> Void,
     saveValue: @escaping (_AnyNode, _MapCore) -> Int32,
     restoreValue: @escaping (_AnyNode, Int32) -> Void,
     differs: @escaping (_AnyNode, Int32) -> Bool,
@@ -228,14 +228,14 @@ extension _Witness {
       materialize: hooks.materialize ?? { node in _typed(node, Value.self)._materialize() },
       requiresChild: { node, slot in _typed(node, Value.self)._requiresChild(atSlot: slot) },
       dropChildren: { node, slots in _typed(node, Value.self)._dropChildren(atSlots: slots) },
-      expand: { node, index, core in _typed(node, Value.self)._expand(claim: index, core) },
-      mergeClaims: { node, index, core, atExpansion in
-        _typed(node, Value.self)._mergeClaims(index, core, atExpansion: atExpansion)
+      expand: { node, index, pass in _typed(node, Value.self)._expand(claim: index, pass) },
+      mergeClaims: { node, index, pass, atExpansion in
+        _typed(node, Value.self)._mergeClaims(index, pass, atExpansion: atExpansion)
       },
-      isIdentical: { node, index, core in
-        _typed(node, Value.self)._isIdentical(toClaim: index, core)
+      isIdentical: { node, index, pass in
+        _typed(node, Value.self)._isIdentical(toClaim: index, pass)
       },
-      apply: { node, index, core in _typed(node, Value.self)._apply(claim: index, core) },
+      apply: { node, index, pass in _typed(node, Value.self)._apply(claim: index, pass) },
       saveValue: { node, core in _typed(node, Value.self)._saveValue(core) },
       restoreValue: { node, index in _typed(node, Value.self)._restoreValue(index) },
       differs: { node, index in _typed(node, Value.self)._differs(fromSaved: index) },

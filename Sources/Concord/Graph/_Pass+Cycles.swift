@@ -12,7 +12,7 @@
 // - Complexity: O(nodes and links reachable from the linked children). A pass whose children
 //   hold no entities of their own (pages of plain entities, the common case) searches nothing.
 
-extension _MapCore {
+extension _Pass {
   /// Numbers the cycles reachable from `roots`, children the current pass linked.
   func numberCycles(from roots: [_AnyNode]) {
     var order: [ObjectIdentifier: (index: Int, low: Int)] = [:]
@@ -58,8 +58,8 @@ extension _MapCore {
           members.append(member)
         } while members.last !== node
         guard members.count > 1 || children.contains(where: { $0.child === node }) else { continue }
-        pass.lastCycle += 1
-        for member in members { member.extras.cycle = pass.lastCycle }
+        lastCycle += 1
+        for member in members { member.extras.cycle = lastCycle }
       }
     }
   }

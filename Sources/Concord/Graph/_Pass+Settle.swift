@@ -12,7 +12,7 @@
 // looser than the value (comparing ids only, say), and the parents must show what `find` shows.
 // Equality only decides who is told, when the write commits (see `_Outbox.swift`).
 
-extension _MapCore {
+extension _Pass {
   /// Finalizes, children first, the seeds of a pass and every ancestor they reach.
   ///
   /// A claimed aggregate is rebuilt from its children when some occurrence of the pass did not
@@ -36,7 +36,7 @@ extension _MapCore {
   func settle(from node: _AnyNode) {
     // NB: the common case, one node written whose parents go no further (a flat fan-out):
     // patching them is all there is to do, in no particular order.
-    guard node.cycle == 0, !node.s.flags.contains(.alias), !(pass.rebuilds && node.hasChildren)
+    guard node.cycle == 0, !node.s.flags.contains(.alias), !(rebuilds && node.hasChildren)
     else {
       return settleInOrder(from: CollectionOfOne(.passUnretained(node)))
     }
@@ -51,11 +51,11 @@ extension _MapCore {
   func settleInOrder<Seeds: Collection<Unmanaged<_AnyNode>>>(from seeds: Seeds) {
     // NB: the walk's buffers are the pass's, taken out while in use: allocating them was a
     // good share of a small aggregate's write. A nested settle starts from empty ones.
-    var postorder = _PassBuffers.take(&pass.buffers.postorder)
-    var stack = _PassBuffers.take(&pass.buffers.walk)
+    var postorder = _PassBuffers.take(&buffers.postorder)
+    var stack = _PassBuffers.take(&buffers.walk)
     defer {
-      _PassBuffers.giveBack(&postorder, to: &pass.buffers.postorder)
-      _PassBuffers.giveBack(&stack, to: &pass.buffers.walk)
+      _PassBuffers.giveBack(&postorder, to: &buffers.postorder)
+      _PassBuffers.giveBack(&stack, to: &buffers.walk)
     }
     topologicalOrder(from: seeds, into: &postorder, stack: &stack)
     for node in postorder.reversed() {
@@ -64,10 +64,10 @@ extension _MapCore {
         guard !bits.contains(.settled) else { return }
         mark(node, .settled)
         guard bits.contains(.claimed) || bits.contains(.patched) else { return }
-        if (bits.contains(.claimed) && pass.rebuilds) || node.cycle != 0 {
+        if (bits.contains(.claimed) && rebuilds) || node.cycle != 0 {
           node.witness.materialize(node)
         }
-        if node.s.flags.contains(.alias) { settleAlias(node) }
+        if node.s.flags.contains(.alias) { withCore { $0.settleAlias(node) } }
         pushPatch(from: node)
       }
     }
@@ -106,7 +106,7 @@ extension _MapCore {
         goesFurther || parent.hasParents || parent.cycle != 0
         || parent.s.flags.contains(.alias)
       guard parent.s.bits.isDisjoint(with: [.settled, .claimed]) else { return goesFurther }
-      if recordsPatch(of: parent) { touch(parent) }
+      withCore { core in if core.recordsPatch(of: parent) { core.touch(parent) } }
       if parent.cycle == 0 { parent.witness.patch(parent, Int(reference.slot)) }
       mark(parent, .patched)
       return goesFurther
