@@ -83,9 +83,9 @@ struct CollectorTests {
     changes.cancel()
     map.update(Job.self, id: 1) { $0.title = "later" }
     #expect(changes.drain() == [.inserted(Job(id: 1, title: "a", isOpen: true, priority: 0))])
-    #expect(map._core.read { map._core.registry.consumerCount } == 0)
+    #expect(map._core.read { map._core.audience.consumers } == 0)
     do { _ = map.collector(Job.self) }
-    #expect(map._core.read { map._core.registry.consumerCount } == 0)
+    #expect(map._core.read { map._core.audience.consumers } == 0)
     withExtendedLifetime(kept) {}
   }
 
@@ -103,7 +103,7 @@ struct CollectorTests {
     }
     #expect(inner.value?.drain() == [.inserted(Job(id: 1, title: "a", isOpen: true, priority: 0))])
     inner.withValue { $0 = nil }
-    #expect(map._core.read { map._core.registry.consumerCount } == 0)
+    #expect(map._core.read { map._core.audience.consumers } == 0)
     withExtendedLifetime((outer, kept)) {}
   }
 

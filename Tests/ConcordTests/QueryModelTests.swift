@@ -353,7 +353,7 @@ private struct QueryModelRun {
     handles = []
     collectors = []
     #expect(map.count == 0, "something outlived every holder")
-    #expect(map._core.read { map._core.registry.consumerCount } == 0)
+    #expect(map._core.read { map._core.audience.consumers } == 0)
     map._core._checkInvariants()
   }
 }

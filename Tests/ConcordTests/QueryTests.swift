@@ -102,7 +102,7 @@ struct QueryTests {
     #expect(open?.value.count == 1)
     open = nil
     #expect(map.count == 0)
-    #expect(map._core.read { map._core.registry.consumerCount } == 0)
+    #expect(map._core.read { map._core.audience.consumers } == 0)
     map._core._checkInvariants()
   }
 
@@ -306,10 +306,10 @@ struct QueryTests {
     do {
       let query = map.query(Job.self)
       let collector = map.collector(Job.self)
-      #expect(map._core.read { map._core.registry.consumerCount } == 2)
+      #expect(map._core.read { map._core.audience.consumers } == 2)
       withExtendedLifetime((query, collector)) {}
     }
-    #expect(map._core.read { map._core.registry.consumerCount } == 0)
+    #expect(map._core.read { map._core.audience.consumers } == 0)
     #expect(map._core.read { map._core.registry.table(for: Job.self).consumers == nil })
   }
 }

@@ -26,29 +26,30 @@ extension _MapCore {
     let registered = registry.tables.reduce(0) { $0 + $1.count }
     check(
       registered == registry.liveCount, "count is \(registry.liveCount), tables hold \(registered)")
-    check(registry.pendingStarts.isEmpty, "a query was never started")
+    check(
+      registry.pendingStarts.isEmpty && !audience.startsPending, "a query was never started")
     let layered = Set(layers.order.flatMap { $0.entries.map(\.serial) })
     check(
       layers.pendingCount >= layered.count && lifetime.openSubscriptions >= 0,
       "\(layers.pendingCount) pending layers counted, \(layered.count) over entities, or "
         + "\(lifetime.openSubscriptions) subscriptions")
     check(
-      !layers.isLowered && !outbox.recordsWrites && outbox.written.isEmpty,
+      !audience.underLayers && !outbox.recordsWrites && outbox.written.isEmpty,
       "a write left the optimistic layers lowered")
     check(layers.shadows.count == layers.order.count, "the shadows' table and order differ")
     for shadow in layers.order {
       if let problem = shadow.problem() { check(false, problem) }
     }
     let consumers =
-      registry.tables.reduce(0) { $0 + $1.consumerCount } + (registry.logsChangedValues ? 1 : 0)
+      registry.tables.reduce(0) { $0 + $1.consumerCount } + (audience.logsChangedValues ? 1 : 0)
     check(
-      consumers == registry.consumerCount,
-      "\(registry.consumerCount) consumers counted, \(consumers) attached")
+      consumers == audience.consumers,
+      "\(audience.consumers) consumers counted, \(consumers) attached")
     let persisted = registry.tables.filter(\.isPersisted).count
     check(
-      persisted == registry.persistedTypes && persisted == (persistence?.kinds.count ?? 0)
+      persisted == audience.persistedTypes && persisted == (persistence?.kinds.count ?? 0)
         && persistence?.current.isEmpty ?? true,
-      "\(registry.persistedTypes) persisted types counted, \(persisted) tables persisted, or "
+      "\(audience.persistedTypes) persisted types counted, \(persisted) tables persisted, or "
         + "changes for the store left after the commit")
     if let problem = persistence?.checkLayers() { check(false, problem) }
 

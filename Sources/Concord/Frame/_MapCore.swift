@@ -41,6 +41,7 @@ final class _MapCore: @unchecked Sendable {
     @usableFromInline var lifetime: _Lifetime
     @usableFromInline var outbox: _Outbox
     @usableFromInline var layers = _Layers()
+    @usableFromInline var audience = _Audience()
   #else
     @exclusivity(unchecked) @usableFromInline var frame = _Frame()
     @exclusivity(unchecked) @usableFromInline var registry = _Registry()
@@ -48,6 +49,7 @@ final class _MapCore: @unchecked Sendable {
     @exclusivity(unchecked) @usableFromInline var lifetime: _Lifetime
     @exclusivity(unchecked) @usableFromInline var outbox: _Outbox
     @exclusivity(unchecked) @usableFromInline var layers = _Layers()
+    @exclusivity(unchecked) @usableFromInline var audience = _Audience()
   #endif
 
   /// The write pass: claims, applies and settles every value a write stores; see `_Pass`.
@@ -73,8 +75,8 @@ final class _MapCore: @unchecked Sendable {
     self.logger = logger
     outbox = _Outbox(isLogging: logger != nil)
     if logger?.logsChangedValues == true {
-      registry.logsChangedValues = true
-      registry.consumerCount = 1
+      audience.logsChangedValues = true
+      audience.consumers = 1
     }
     lifetime = _Lifetime(retention: retention)
     let lock = lock
@@ -167,6 +169,15 @@ final class _MapCore: @unchecked Sendable {
     return try body()
   }
 
+  /// Opens a transaction inside the current write: a savepoint of the journal, the log, the
+  /// nodes listed as written and the changes listed for the store.
+  @usableFromInline
+  func beginTransaction() -> _Savepoint {
+    journal.begin(
+      events: outbox.events.count, written: outbox.written.count,
+      persisted: persistence?.current.count ?? 0)
+  }
+
   /// Stops the program when the calling thread is inside one of the map's reads or writes:
   /// `call` waits for the persistence writer, which needs the lock.
   func checkOutsideWrites(_ call: String) {
@@ -205,7 +216,7 @@ final class _MapCore: @unchecked Sendable {
   func endWrite() {
     guard
       !journal.entries.isEmpty || !journal.stashes.isEmpty || lifetime.hasWork || !outbox.isIdle
-        || !registry.pendingStarts.isEmpty || layers.isLowered || !layers.deferred.isEmpty
+        || audience.startsPending || audience.underLayers || !layers.deferred.isEmpty
     else {
       // NB: a write published directly (see `publishesDirectly`) of a persisted type leaves
       // only its change for the store: nothing else of a commit has work to do.
@@ -215,7 +226,7 @@ final class _MapCore: @unchecked Sendable {
       return
     }
     frame.phase = .engine
-    if layers.isLowered { raiseShadows() }
+    if audience.underLayers { raiseShadows() }
     commit()
     let outcome = outbox.takeOutcome()
     var deferredLayers: [(layer: _Layer, commit: Bool)] = []
@@ -230,7 +241,7 @@ final class _MapCore: @unchecked Sendable {
 
   /// Publishes the write's changes, settles lifetimes, and forgets the write.
   func commit() {
-    if registry.consumerCount > 0 || !registry.pendingStarts.isEmpty { feedConsumers() }
+    if audience.consumers > 0 || audience.startsPending { feedConsumers() }
     // NB: under the lock, so that commits reach the store in commit order.
     persistence?.handOver()
     // NB: a write that published directly (see `publishesDirectly`) leaves an empty journal.
@@ -240,17 +251,7 @@ final class _MapCore: @unchecked Sendable {
       // NB: every node while the map is small; around the write's nodes once it is large.
       let touched = registry.liveCount > 512 ? journal.entries.map(\.node) : nil
     #endif
-    // NB: by index: copying each record out would retain and release its fields. And only
-    // when there is anything: a write that published directly leaves both empty, and emptying
-    // them anyway was a good share of its commit.
-    if !journal.entries.isEmpty {
-      for index in journal.entries.indices { journal.entries[index].node.s.journalMark = 0 }
-      journal.entries.removeAll(keepingCapacity: true)
-    }
-    if !journal.stashes.isEmpty {
-      for stash in journal.stashes { stash._withUnsafeGuaranteedRef { $0.clear($0) } }
-      journal.stashes.removeAll(keepingCapacity: true)
-    }
+    journal.forget()
     #if CONCORD_INTERNAL_CHECKS
       _checkInvariants(around: touched)
     #endif

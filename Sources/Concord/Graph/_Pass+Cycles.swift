@@ -13,7 +13,17 @@
 //   hold no entities of their own (pages of plain entities, the common case) searches nothing.
 
 extension _Pass {
+  /// Numbers the cycles that the links made since the last call may close: the pass's, or a
+  /// rollback's (`buffers.cycleRoots`).
+  @inlinable
+  func numberNewCycles() {
+    guard !buffers.cycleRoots.isEmpty else { return }
+    numberCycles(from: buffers.cycleRoots)
+    buffers.cycleRoots.removeAll(keepingCapacity: true)
+  }
+
   /// Numbers the cycles reachable from `roots`, children the current pass linked.
+  @usableFromInline
   func numberCycles(from roots: [_AnyNode]) {
     var order: [ObjectIdentifier: (index: Int, low: Int)] = [:]
     var stack: [_AnyNode] = []

@@ -106,7 +106,11 @@ extension _Pass {
         goesFurther || parent.hasParents || parent.cycle != 0
         || parent.s.flags.contains(.alias)
       guard parent.s.bits.isDisjoint(with: [.settled, .claimed]) else { return goesFurther }
-      withCore { core in if core.recordsPatch(of: parent) { core.touch(parent) } }
+      withCore { core in
+        if core.journal.recordsPatch(of: parent, core.audience) {
+          core.journal.touch(parent, core.audience)
+        }
+      }
       if parent.cycle == 0 { parent.witness.patch(parent, Int(reference.slot)) }
       mark(parent, .patched)
       return goesFurther

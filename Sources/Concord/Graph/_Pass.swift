@@ -323,7 +323,10 @@ extension _Pass {
       // a `Mergeable` aggregate merge from the stash.
       let stashed = merges || isExhaustive
       let rootPayload =
-        stashed ? withCore { core in root.withStash { $0.append(payload, core) } } : _Claim.inPlace
+        stashed
+        ? withCore { core in
+          root.withStash { $0.append(payload, enlistingIn: &core.journal.stashes) }
+        } : _Claim.inPlace
       offer(root, payload: rootPayload, verdict: verdict, stamp: stamp)
       if stashed { rebuilds = true }
       // 1. Claims.
@@ -403,10 +406,7 @@ extension _Pass {
   /// clears its state.
   @usableFromInline
   func finish() {
-    if !buffers.cycleRoots.isEmpty {
-      numberCycles(from: buffers.cycleRoots)
-      buffers.cycleRoots.removeAll(keepingCapacity: true)
-    }
+    numberNewCycles()
     // 3. Settle.
     if !buffers.seeds.isEmpty {
       var seeds = _PassBuffers.take(&buffers.seeds)
@@ -563,7 +563,9 @@ extension _Pass {
       // NB: kept aside only when needed: an aggregate is expanded from its value, a Mergeable
       // entity merged; a plain entity is read again where it occurs.
       let kept = schema.merge != nil || !schema.isLeaf || isExhaustive
-      let payload = kept ? withCore { table.stash.append(child, $0) } : _Claim.inPlace
+      let payload =
+        kept
+        ? withCore { table.stash.append(child, enlistingIn: &$0.journal.stashes) } : _Claim.inPlace
       if !kept { claims[at.claim].readsInPlace = true }
       if verdict != .accepted || isOffered || (schema.merge != nil && !created) {
         rebuilds = true
@@ -607,7 +609,10 @@ extension _Pass {
       let stamp = schema.stamp(of: child, call: nil)
       if !kept { claims[at.claim].readsInPlace = true }
       offer(
-        node, payload: kept ? withCore { table.stash.append(child, $0) } : _Claim.inPlace,
+        node,
+        payload: kept
+          ? withCore { table.stash.append(child, enlistingIn: &$0.journal.stashes) }
+          : _Claim.inPlace,
         verdict: .accepted, stamp: stamp)
       links[links.count - 1].backIndex = Int32(claims.count - 1)
     }
@@ -768,7 +773,7 @@ extension _Pass {
         break
       }
       let stampBefore = node.s.stamp
-      if publishing == nil { core.touch(node) }
+      if publishing == nil { core.journal.touch(node, core.audience) }
       assign()
       // NB: a node nothing links to (a batch list, a root aggregate) cannot be on a cycle: its
       // new links close none. A plain entity has no link to change.
@@ -821,7 +826,7 @@ extension _Pass {
   @inlinable
   func recordJournaled(_ stamp: Stamp?, on node: _AnyNode) {
     guard let stamp, !stamp.isNaN, stamp != node.s.stamp else { return }
-    withCore { $0.touch(node) }
+    withCore { $0.journal.touch(node, $0.audience) }
     node.s.stamp = stamp
   }
 

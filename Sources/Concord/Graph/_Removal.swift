@@ -39,9 +39,9 @@ extension _MapCore {
       }
     }
 
-    let persisting = persisting && registry.persistedTypes > 0
+    let persisting = persisting && audience.persistedTypes > 0
     for node in removed {
-      touch(node)
+      journal.touch(node, audience)
       unbuffer(node)
       node.s.flags.insert(.removed)
       if persisting { node.witness.persistRemoval(node, self) }
@@ -51,7 +51,7 @@ extension _MapCore {
 
     var seeds: [_AnyNode] = []
     for parent in survivors where !parent.s.bits.contains(.removing) {
-      touch(parent)
+      journal.touch(parent, audience)
       let remaining = parent.witness.dropChildren(
         parent, lostSlots[ObjectIdentifier(parent)].unsafelyUnwrapped)
       relink(parent, to: remaining)

@@ -21,10 +21,11 @@ extension _MapCore {
       // NB: a persisted entity new to memory may be in the store: then it is loaded first, and
       // the write goes on as a write to it; so may the entities it nests.
       if table.persisted != nil && table.node(value.id) == nil { load(value.id, into: table) }
-      if registry.persistedTypes > 0 && !schema.isLeaf { loadMissing(in: value, schema: schema) }
+      if audience.persistedTypes > 0 && !schema.isLeaf { loadMissing(in: value, schema: schema) }
       // NB: borrowed, not retained: the table holds the node for the whole write.
       return table.withNode(for: value) { node, created in
-        let publishing = publishesDirectly(node, schema: schema, created: created)
+        let publishing = journal.publishesDirectly(
+          node, schema: schema, created: created, outermost: frame.depth == 1, audience)
         if created {
           didCreate(node, held: held, journaled: publishing == nil)
           pass.mark(node, .fresh)
@@ -44,7 +45,7 @@ extension _MapCore {
   @inlinable
   func didCreate(_ node: _AnyNode, held: Bool, journaled: Bool) {
     registry.liveCount += 1
-    if journaled { touchCreated(node) }
+    if journaled { journal.recordCreated(node) }
     if !held { noteHoldDropped(node) }
   }
 
@@ -53,12 +54,12 @@ extension _MapCore {
   func storeList<T: Identifiable & Sendable>(_ entities: [T], stamp: Stamp?) -> _Node<[T]> {
     let witness = registry.table(for: T.self).listWitness
     let list = _Node(value: entities, witness: witness, flags: witness.flags)
-    if registry.persistedTypes > 0 {
+    if audience.persistedTypes > 0 {
       loadMissing(in: entities, schema: list.schema.takeUnretainedValue())
     }
     adopt(list)
     let record = journal.entries.count
-    touchCreated(list)
+    journal.recordCreated(list)
     pass.mark(list, .fresh)
     pass.run(into: list, payload: entities, stamp: stamp, call: stamp)
     // NB: inside a transaction, the record keeps the entities the list was stored with: a
@@ -97,10 +98,11 @@ extension _MapCore {
           store(value, stamp: stamp, held: false) { _ in }
           return true
         }
-        if registry.persistedTypes > 0 && !schema.isLeaf { loadMissing(in: value, schema: schema) }
+        if audience.persistedTypes > 0 && !schema.isLeaf { loadMissing(in: value, schema: schema) }
         pass.run(
           into: node, payload: value, stamp: effective, call: stamp, mergeFromDepth: 1,
-          publishing: publishesDirectly(node, schema: schema, created: false))
+          publishing: journal.publishesDirectly(
+            node, schema: schema, created: false, outermost: frame.depth == 1, audience))
         return true
       }
     }

@@ -219,10 +219,10 @@ public final class IdentityMap: Sendable {
         let result = try _core.runUserCode {
           try body(Transaction(map: self, serial: savepoint.serial))
         }
-        _core.commitTransaction(savepoint)
+        _core.journal.commit(savepoint)
         return result
       } catch {
-        _core.rollBack(to: savepoint)
+        _core.journal.rollBack(to: savepoint, in: _core)
         throw error
       }
     }

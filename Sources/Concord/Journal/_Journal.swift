@@ -85,6 +85,7 @@ struct _Journal {
 }
 
 /// A point to roll back to: where the journal and the log were when a transaction began.
+@usableFromInline
 struct _Savepoint {
   let serial: Int
   let entries: Int
@@ -95,103 +96,148 @@ struct _Savepoint {
   let persisted: Int
 }
 
-extension _MapCore {
+extension _Journal {
+  // MARK: Records
+
   /// Records `node`'s state, unless it was already recorded at the current transaction level.
   /// Call it before any change to the node.
-  @inlinable
-  func touch(_ node: _AnyNode) {
-    if node.s.journalMark == journal.mark { return }
-    let wasPresent = node.isPresent
-    // NB: the value is saved when something needs it: a rollback, a subscriber to tell only
-    // if it changed, an alias's log. Otherwise the node is counted as updated, which tells
-    // nobody, and the copy and the `==` are saved on every parent a change reaches.
-    // An entity whose type has queries or collectors: its value before the write is what they
-    // compare with. (Persistence alone needs no old value: it saves what changed.)
-    let needsValue =
-      journal.level > 0 || node.hasSubscribers || node.s.flags.contains(.alias)
-      || (registry.consumerCount > 0
-        && (node.witness.readsOldValues(node)
-          || (registry.logsChangedValues && node.s.flags.isDisjoint(with: [.list, .query]))))
-    let saved = needsValue ? node.witness.saveValue(node, self) : _JournalEntry.notSaved
-    appendEntry(node, saved: saved, wasPresent: wasPresent)
-  }
-
-  /// Whether the write of `node`, a root of type `V` about to be written by a pass (and
-  /// `created` by this write), can be published as it is made, skipping the journal: only a
-  /// value holding no nested entity, whose node no parent shows, written in the outermost
-  /// write while it has touched nothing else (so that nothing later in it can touch the node
-  /// again), when no query or collector (nor a logger of changed values) reads its type's
-  /// changes from the journal, and never under optimistic layers, which raise their values
-  /// before commit. Returns the change to publish then: `.inserted` for a node the write
-  /// created, `.updated` otherwise (see `_Pass.run(into:...)`); `nil` when the journal
-  /// records the write.
-  /// (A persisted type's change is handed to persistence as it is published: see
-  /// `publishDirectly(_:_:stampBefore:)`.)
-  @inlinable
-  func publishesDirectly<V>(_ node: _Node<V>, schema: _Schema<V>, created: Bool) -> _ChangeKind? {
-    guard
-      schema.isLeaf && !node.hasParents && frame.depth == 1 && journal.entries.isEmpty
-        && !layers.isLowered
-        && (registry.consumerCount == 0
-          || !(node.witness.readsOldValues(node) || registry.logsChangedValues))
-    else { return nil }
-    return created ? .inserted : .updated
-  }
-
-  /// Whether a parent that a propagation patches needs its journal record.
   ///
-  /// Outside transactions (so outside an optimistic layer's own writes) and while no layer is
-  /// lowered, nothing rolls the patch back; with no subscriber on the parent, no consumer of the
-  /// change log (a query, a collector, a logger of changed values), no persisted type and no
-  /// alias, the commit would read the record only to find that nobody is to be told. A fan-out
-  /// then skips the record for each parent.
+  /// The value is saved when something needs it: a rollback, a subscriber to tell only if it
+  /// changed, an alias's log, a consumer of its type's changes (`audience`), which compares
+  /// with it. Otherwise the node is counted as updated, which tells nobody, and the copy and
+  /// the `==` are saved on every parent a change reaches. (Persistence alone needs no old
+  /// value: it saves what changed.)
   @inlinable
-  func recordsPatch(of parent: _AnyNode) -> Bool {
-    journal.level > 0 || layers.isLowered || registry.consumerCount > 0
-      || !registry.pendingStarts.isEmpty || registry.persistedTypes > 0
-      || parent.s.flags.contains(.alias) || parent.hasSubscribers
-  }
-
-  /// Publishes a change made without the journal (see `publishesDirectly`), and persists it
-  /// when its type is persisted. `stampBefore` is the node's stamp before the write.
-  @inlinable
-  func publishDirectly(_ node: _AnyNode, _ kind: _ChangeKind, stampBefore: Stamp) {
-    publish(node, kind)
-    if registry.persistedTypes > 0 {
-      node.witness.feedConsumers(node, kind, _JournalEntry.notSaved, stampBefore, self)
-    }
+  mutating func touch(_ node: _AnyNode, _ audience: _Audience) {
+    if node.s.journalMark == mark { return }
+    let wasPresent = node.isPresent
+    let needsValue =
+      level > 0 || node.hasSubscribers || node.s.flags.contains(.alias)
+      || audience.readsChanges(of: node)
+    let saved = needsValue ? node.witness.saveValue(node, &stashes) : _JournalEntry.notSaved
+    append(node, saved: saved, wasPresent: wasPresent)
   }
 
   /// Records a node the current write just created: before, it did not exist.
   @inlinable
-  func touchCreated(_ node: _AnyNode) {
-    appendEntry(node, saved: _JournalEntry.created, wasPresent: false)
+  mutating func recordCreated(_ node: _AnyNode) {
+    append(node, saved: _JournalEntry.created, wasPresent: false)
   }
 
+  /// Appends the record of `node`, whose value was saved at `saved`, and marks the node as
+  /// recorded at the current level.
   @usableFromInline
-  func appendEntry(_ node: _AnyNode, saved: Int32, wasPresent: Bool) {
+  mutating func append(_ node: _AnyNode, saved: Int32, wasPresent: Bool) {
     let flags = node.s.flags.intersection([.registered, .removed, .anchored])
     let previousMark = node.s.journalMark
-    node.s.journalMark = journal.mark
-    journal.entries.append(
+    node.s.journalMark = mark
+    entries.append(
       _JournalEntry(
         node: node, previousMark: previousMark, saved: saved,
-        stamp: node.s.stamp, links: journal.level > 0 ? node.children : nil,
+        stamp: node.s.stamp, links: level > 0 ? node.children : nil,
         flags: saved == _JournalEntry.created ? [] : flags, wasPresent: wasPresent))
+  }
+
+  /// Records `nodes`, which a load from the store created, as present before the write, with
+  /// the values and stamps they were loaded with: a load changes nothing anyone sees. Their
+  /// marks were set when they were loaded (`_MapCore.noteLoaded`).
+  @usableFromInline
+  mutating func recordLoaded(_ nodes: [_AnyNode]) {
+    for node in nodes {
+      entries.append(
+        _JournalEntry(
+          node: node, previousMark: 0, saved: node.witness.saveValue(node, &stashes),
+          stamp: node.s.stamp, links: level > 0 ? node.children : nil,
+          flags: node.s.flags.intersection([.registered, .removed, .anchored]),
+          wasPresent: true))
+    }
+  }
+
+  /// Whether the write of `node`, a root of type `V` about to be written by a pass (and
+  /// `created` by this write), can be published as it is made, skipping the journal: only a
+  /// value holding no nested entity, whose node no parent shows, written in the `outermost`
+  /// write while it has recorded nothing else (so that nothing later in it can touch the node
+  /// again), when no consumer reads its type's changes from the journal, and never under
+  /// optimistic layers, which roll the write back into them before it commits. Returns the
+  /// change to publish then: `.inserted` for a node the write created, `.updated` otherwise
+  /// (see `_Pass.run(into:...)`); `nil` when the journal records the write.
+  /// (A persisted type's change is handed to persistence as it is published: see
+  /// `_MapCore.publishDirectly(_:_:stampBefore:)`.)
+  @inlinable
+  mutating func publishesDirectly<V>(
+    _ node: _Node<V>, schema: _Schema<V>, created: Bool, outermost: Bool, _ audience: _Audience
+  ) -> _ChangeKind? {
+    guard
+      schema.isLeaf && !node.hasParents && outermost && entries.isEmpty
+        && !audience.underLayers && !audience.readsChanges(of: node)
+    else { return nil }
+    return created ? .inserted : .updated
+  }
+
+  /// Whether a parent that a propagation patches needs its record.
+  ///
+  /// Outside transactions (so outside an optimistic layer's own writes), with no subscriber on
+  /// the parent and no alias, and while nothing else hears every change (`audience`), nothing
+  /// reads the record: a rollback would not happen, and the commit would only find that
+  /// nobody is to be told. A fan-out then skips the record for each parent.
+  @inlinable
+  mutating func recordsPatch(of parent: _AnyNode, _ audience: _Audience) -> Bool {
+    level > 0 || audience.hearsEveryChange || parent.s.flags.contains(.alias)
+      || parent.hasSubscribers
+  }
+
+  // MARK: The change log
+
+  /// What the write did to the node of record `index`, which is the node's first: its state
+  /// before the write compared with its state now. `nil` for a node created and taken out
+  /// again within the write, which committed nothing.
+  @usableFromInline
+  mutating func change(at index: Int) -> _ChangeKind? {
+    let wasPresent = entries[index].wasPresent
+    let saved = entries[index].saved
+    // NB: borrowed, not retained (see `_JournalEntry.node`): a retain and a release per record
+    // were a good share of a fan-out's commit.
+    return Unmanaged.passUnretained(entries[index].node)._withUnsafeGuaranteedRef { node in
+      if node.isPresent {
+        if !wasPresent { return .inserted }
+        // NB: a value not saved (see `touch(_:_:)`) counts as changed.
+        return saved < 0 || node.witness.differs(node, saved) ? .updated : .unchanged
+      }
+      return wasPresent ? .removed : nil
+    }
+  }
+
+  /// Forgets the committed write: clears the records, the nodes' marks and the stashes.
+  ///
+  /// NB: by index: copying each record out would retain and release its fields. And only when
+  /// there is anything: a write that published directly leaves both empty, and emptying them
+  /// anyway was a good share of its commit.
+  @usableFromInline
+  mutating func forget() {
+    if !entries.isEmpty {
+      for index in entries.indices { entries[index].node.s.journalMark = 0 }
+      entries.removeAll(keepingCapacity: true)
+    }
+    if !stashes.isEmpty {
+      for stash in stashes { stash._withUnsafeGuaranteedRef { $0.clear($0) } }
+      stashes.removeAll(keepingCapacity: true)
+    }
   }
 
   // MARK: Transactions
 
-  /// Opens a transaction inside the current write.
-  func beginTransaction() -> _Savepoint {
+  /// Opens a transaction inside the current write, which had logged `events` events, listed
+  /// `written` nodes and `persisted` changes for the store so far.
+  @usableFromInline
+  mutating func begin(events: Int, written: Int, persisted: Int) -> _Savepoint {
     precondition(
-      journal.transactions.count < Int(UInt8.max) - 1,
+      transactions.count < Int(UInt8.max) - 1,
       "Concord: transactions nest at most \(Int(UInt8.max) - 2) deep")
-    journal.lastSerial += 1
-    journal.transactions.append(journal.lastSerial)
+    lastSerial += 1
+    transactions.append(lastSerial)
     return _Savepoint(
-      serial: journal.lastSerial, entries: journal.entries.count, events: outbox.events.count,
-      written: outbox.written.count, persisted: persistence?.current.count ?? 0)
+      serial: lastSerial, entries: entries.count, events: events, written: written,
+      persisted: persisted)
   }
 
   /// Closes the innermost transaction, keeping its writes. An enclosing transaction can still
@@ -204,102 +250,19 @@ extension _MapCore {
   /// the sibling would not restore them.
   ///
   /// - Complexity: O(records made since the transaction began).
-  func commitTransaction(_ savepoint: _Savepoint) {
-    let mark = journal.mark
-    journal.transactions.removeLast()
-    let enclosing = journal.mark
-    for index in savepoint.entries..<journal.entries.count
-    where journal.entries[index].node.s.journalMark == mark {
-      journal.entries[index].node.s.journalMark = enclosing
+  @usableFromInline
+  mutating func commit(_ savepoint: _Savepoint) {
+    let innermost = mark
+    transactions.removeLast()
+    let enclosing = mark
+    for index in savepoint.entries..<entries.count
+    where entries[index].node.s.journalMark == innermost {
+      entries[index].node.s.journalMark = enclosing
     }
   }
 
   /// Whether the transaction numbered `serial` is still open.
   func isOpen(transaction serial: Int) -> Bool {
-    journal.transactions.contains(serial)
-  }
-
-  /// Closes the innermost transaction and restores every node it touched, newest first.
-  ///
-  /// Entities it created leave the map, and their handles report `isRemoved`. A batch handle it
-  /// created shows those of the entities it was stored with that exist after the rollback,
-  /// as a batch handle made before the transaction shows its own.
-  func rollBack(to savepoint: _Savepoint) {
-    var createdLists: [(list: _AnyNode, links: [_ChildLink])] = []
-    while journal.entries.count > savepoint.entries {
-      let entry = journal.entries.removeLast()
-      let node = entry.node
-      node.s.journalMark = entry.previousMark
-      if entry.saved == _JournalEntry.created && node.s.flags.contains(.list) {
-        createdLists.append((node, entry.links ?? []))
-        continue
-      }
-      restore(entry)
-    }
-    journal.transactions.removeLast()
-    outbox.events.removeSubrange(savepoint.events...)
-    if outbox.written.count > savepoint.written {
-      outbox.written.removeSubrange(savepoint.written...)
-    }
-    if let persistence, persistence.current.count > savepoint.persisted {
-      persistence.current.removeSubrange(savepoint.persisted...)
-    }
-    for (list, links) in createdLists { restoreCreated(list, links: links) }
-    // NB: cycle numbers are not journaled: the links put back may close cycles again whose
-    // members the transaction had numbered apart; number them afresh.
-    if !pass.buffers.cycleRoots.isEmpty {
-      pass.numberCycles(from: pass.buffers.cycleRoots)
-      pass.buffers.cycleRoots.removeAll(keepingCapacity: true)
-    }
-  }
-
-  /// Puts `entry`'s node back in the state it records.
-  private func restore(_ entry: _JournalEntry) {
-    let node = entry.node
-    let links = entry.links ?? []
-    if relink(node, to: links) {
-      for link in links where link.child === node || link.child.hasChildren {
-        pass.buffers.cycleRoots.append(link.child)
-      }
-    }
-    if entry.saved >= 0 {
-      node.witness.restoreValue(node, entry.saved)
-    } else if node.s.flags.contains(.alias) {
-      node.witness.clearAliasValue(node)
-    }
-    node.s.stamp = entry.stamp
-    let wasRegistered = entry.flags.contains(.registered)
-    let isRegistered = node.s.flags.contains(.registered)
-    if wasRegistered && !isRegistered {
-      node.witness.reregister(node, self)
-      disown(node)
-    } else if !wasRegistered && isRegistered && !node.s.flags.contains(.alias) {
-      unregisterKeepingHolders(node)
-    }
-    let created = entry.saved == _JournalEntry.created
-    if entry.flags.contains(.removed) || (created && !node.s.flags.contains(.alias)) {
-      node.s.flags.insert(.removed)
-    } else {
-      node.s.flags.remove(.removed)
-    }
-    let wasAnchored = entry.flags.contains(.anchored)
-    if wasAnchored != node.s.flags.contains(.anchored) { setAnchor(node, wasAnchored) }
-  }
-
-  /// Puts a batch list the rolled-back transaction created back to the entities it was
-  /// stored with (`links`), keeps those still in the map, and shows their restored values.
-  ///
-  /// The list outlives the rollback (its handle holds it), but it did not exist before the
-  /// transaction, nor before the enclosing one: the record it gets there says so (created),
-  /// with the entities it keeps, so that a rollback of the enclosing transaction does the same
-  /// again. NB: a record of the state the body left, handed to the enclosing level, would have
-  /// that rollback link the list back to entities this one took out, which are freed once the
-  /// write ends.
-  private func restoreCreated(_ list: _AnyNode, links: [_ChildLink]) {
-    relink(list, to: links)
-    list.witness.materialize(list)
-    let gone = list.children.indices.filter { !list.children[$0].child.isPresent }
-    if !gone.isEmpty { relink(list, to: list.witness.dropChildren(list, gone)) }
-    touchCreated(list)
+    transactions.contains(serial)
   }
 }

@@ -26,8 +26,6 @@ struct _Layers {
   var lastSerial = 0
   /// How many layers are neither committed nor rolled back.
   var pendingCount = 0
-  /// Whether the write under way lowered the shadowed entities.
-  @usableFromInline var isLowered = false
   /// Commits and rollbacks asked for inside a write, done when it ends.
   @usableFromInline var deferred: [(layer: _Layer, commit: Bool)] = []
 

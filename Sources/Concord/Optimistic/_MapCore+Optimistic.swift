@@ -14,7 +14,7 @@ extension _MapCore {
       outbox.events.removeSubrange(events...)
     }
     if !node.s.stamp._isSame(as: stamp) {
-      touch(node)
+      journal.touch(node, audience)
       node.s.stamp = stamp
     }
     // NB: bit for bit the value shown, whatever its type: nothing to do. (A type that is not
@@ -31,7 +31,7 @@ extension _MapCore {
   /// lists what that write stores into.
   @usableFromInline
   func lowerShadows() {
-    layers.isLowered = true
+    audience.underLayers = true
     outbox.recordsWrites = true
     for shadow in layers.order { shadow.lower(self) }
   }
@@ -40,7 +40,7 @@ extension _MapCore {
   /// the shadows of entities it removed, and raises every shadowed entity to its newest
   /// layer's value.
   func raiseShadows() {
-    layers.isLowered = false
+    audience.underLayers = false
     outbox.recordsWrites = false
     for node in outbox.written {
       layers.shadows[ObjectIdentifier(node)]?.keepAsBase()
@@ -85,7 +85,7 @@ extension _MapCore {
     } catch {
       outbox.recordsWrites = false
       outbox.written.removeAll()
-      rollBack(to: savepoint)
+      journal.rollBack(to: savepoint, in: self)
       throw error
     }
     outbox.recordsWrites = false
@@ -129,7 +129,7 @@ extension _MapCore {
     }
     // A layer's removal is an ordinary removal: the layers below forget the entity.
     for shadow in layers.order where !shadow.node.isPresent { forget(shadow) }
-    commitTransaction(savepoint)
+    journal.commit(savepoint)
     return layer
   }
 

@@ -117,6 +117,16 @@ struct _Outbox {
 }
 
 extension _MapCore {
+  /// Publishes a change made without the journal (see `_Journal.publishesDirectly`), and
+  /// persists it when its type is persisted. `stampBefore` is the node's stamp before the write.
+  @inlinable
+  func publishDirectly(_ node: _AnyNode, _ kind: _ChangeKind, stampBefore: Stamp) {
+    publish(node, kind)
+    if audience.persistedTypes > 0 {
+      node.witness.feedConsumers(node, kind, _JournalEntry.notSaved, stampBefore, self)
+    }
+  }
+
   /// The change log: publishes what the write did to `node` to every consumer.
   @inlinable
   func publish(_ node: _AnyNode, _ kind: _ChangeKind) {
@@ -172,7 +182,7 @@ extension _MapCore {
     for index in journal.entries.indices where journal.entries[index].previousMark == 0 {
       // NB: borrowed, as in `committedChange(at:)`.
       Unmanaged.passUnretained(journal.entries[index].node)._withUnsafeGuaranteedRef { node in
-        guard let kind = committedChange(at: index) else {
+        guard let kind = journal.change(at: index) else {
           // Created and taken out again within the write: nothing committed, but streams
           // opened on it meanwhile end.
           if node.hasSubscribers && node.s.flags.contains(.removed) {
@@ -181,7 +191,7 @@ extension _MapCore {
           return
         }
         publish(node, kind)
-        if registry.logsChangedValues && kind != .unchanged {
+        if audience.logsChangedValues && kind != .unchanged {
           node.witness.logChange(node, kind, journal.entries[index].saved, self)
         }
         if !outbox.initials.isEmpty && kind != .unchanged { told.insert(ObjectIdentifier(node)) }

@@ -395,8 +395,8 @@ extension _MapCore {
       kind: kind, persistence: persistence, ops: _PersistedOps(store: persistence.store))
     table.persisted = persisted
     persistence.register(persisted)
-    registry.consumerCount += 1
-    registry.persistedTypes += 1
+    audience.consumers += 1
+    audience.persistedTypes += 1
   }
 
   /// Checks that `T` may be persisted under `kind`, and records it; `nil` when it already is.
@@ -484,14 +484,7 @@ extension _MapCore {
   /// values and stamps they were loaded with.
   func recordLoaded() {
     guard let persistence else { return }
-    for loaded in persistence.loaded {
-      journal.entries.append(
-        _JournalEntry(
-          node: loaded, previousMark: 0, saved: loaded.witness.saveValue(loaded, self),
-          stamp: loaded.s.stamp, links: journal.level > 0 ? loaded.children : nil,
-          flags: loaded.s.flags.intersection([.registered, .removed, .anchored]),
-          wasPresent: true))
-    }
+    journal.recordLoaded(persistence.loaded)
     persistence.loaded.removeAll()
   }
 
@@ -584,7 +577,7 @@ extension _MapCore {
   /// time, loads the value the store has for it.
   @inlinable
   func prepareAlias<T: Identifiable & Sendable>(_ id: _AliasID, _: T.Type, list: Bool) {
-    guard registry.persistedTypes > 0 else { return }
+    guard audience.persistedTypes > 0 else { return }
     withTable(T.self) { table in
       guard let persisted = table.persisted else { return }
       if list {
@@ -620,7 +613,7 @@ extension _MapCore {
   /// Lists the deletion of the alias `name` when it is not in memory: it may be in the store.
   @usableFromInline
   func persistRemovingAlias(_ name: String) {
-    guard registry.persistedTypes > 0, let persistence else { return }
+    guard audience.persistedTypes > 0, let persistence else { return }
     persistence.current.append(_AliasOp(name: name, kind: nil, values: nil, stamp: nil))
   }
 }

@@ -123,7 +123,7 @@ final class _Consumers<T: Identifiable & Sendable> {
   @usableFromInline
   func counted(_ delta: Int, _ core: _MapCore) {
     count += delta
-    core.registry.consumerCount += delta
+    core.audience.consumers += delta
     if count == 0 { table.consumers = nil }
   }
 }

@@ -18,6 +18,7 @@ extension _MapCore {
       start()
     } else {
       registry.pendingStarts.append(start)
+      audience.startsPending = true
     }
   }
 
@@ -80,7 +81,7 @@ extension _MapCore {
   /// Filters, comparators and key paths run here, under the lock; see
   /// ``IdentityMap/query(_:filter:sortedBy:)``.
   func feedConsumers() {
-    if registry.consumerCount > 0 {
+    if audience.consumers > 0 {
       // NB: the queries record themselves in the journal as they change: feed the entities'
       // records only, the ones there before.
       let end = journal.entries.count
@@ -88,7 +89,7 @@ extension _MapCore {
       where journal.entries[index].previousMark == 0
         && journal.entries[index].node.witness.hasConsumers(journal.entries[index].node)
       {
-        guard let kind = committedChange(at: index) else { continue }
+        guard let kind = journal.change(at: index) else { continue }
         journal.entries[index].node.witness.feedConsumers(
           journal.entries[index].node, kind, journal.entries[index].saved,
           journal.entries[index].stamp, self)
@@ -99,6 +100,7 @@ extension _MapCore {
       registry.pendingStarts = []
       for start in starts { start() }
     }
+    audience.startsPending = false
   }
 
   /// Runs `work` under the lock as soon as it is safe: now, or, when this thread is inside a

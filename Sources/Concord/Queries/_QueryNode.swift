@@ -145,7 +145,7 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
     let new = node.value
     let sequence = node.sequence
     guard let index = position(of: node, old: old) else {
-      core.touch(self)
+      core.journal.touch(self, core.audience)
       let index = insertionIndex(new, sequence)
       value.insert(new, at: index)
       members.insert(_QueryMember(node), at: index)
@@ -159,7 +159,7 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
         || precedes(new, sequence, value[index + 1], members[index + 1].sequence))
     // NB: an `.unchanged` write is `==` to the value the query has: the copy is refreshed so
     // that the query agrees with `find`, and nobody is told.
-    if kind != .unchanged || !fits { core.touch(self) }
+    if kind != .unchanged || !fits { core.journal.touch(self, core.audience) }
     if fits {
       value[index] = new
       return
@@ -175,7 +175,7 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
   @inlinable
   func drop(_ node: _EntityNode<T>, old: T?, _ core: _MapCore) {
     guard let index = position(of: node, old: old) else { return }
-    core.touch(self)
+    core.journal.touch(self, core.audience)
     value.remove(at: index)
     members.remove(at: index)
     memberIDs.remove(ObjectIdentifier(node))
@@ -190,7 +190,7 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
   func start(with nodes: [Unmanaged<_EntityNode<T>>], _ core: _MapCore) {
     // NB: recorded, so that a subscription opened on the handle in the write that opened the
     // query is told of its first result at commit.
-    core.touch(self)
+    core.journal.touch(self, core.audience)
     // NB: the nodes stay unmanaged: a strong array of them retains and releases each one.
     var entries = nodes.map { slot in
       slot._withUnsafeGuaranteedRef { (member: _QueryMember($0), value: $0.value) }

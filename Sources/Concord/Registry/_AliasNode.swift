@@ -60,7 +60,7 @@ extension _MapCore {
     let node: _AliasNode<Wrapped> = aliasNode(id, witness: witness())
     noteHoldDropped(node)
     let schema = node.schema.takeUnretainedValue()
-    if registry.persistedTypes > 0 { loadMissing(in: Optional(value), schema: schema) }
+    if audience.persistedTypes > 0 { loadMissing(in: Optional(value), schema: schema) }
     pass.run(into: node, payload: value, stamp: schema.stamp(of: value, call: stamp), call: stamp)
     return node
   }
@@ -84,7 +84,7 @@ extension _MapCore {
     // NB: the body may have removed the alias through a nested write.
     guard registry.aliases[id] === node, node.value != nil else { return false }
     let effective = updateStamp(of: Optional(value), from: old, schema: schema, call: stamp)
-    if registry.persistedTypes > 0 { loadMissing(in: Optional(value), schema: schema) }
+    if audience.persistedTypes > 0 { loadMissing(in: Optional(value), schema: schema) }
     // NB: the entities the body returned are the update's own: they do not merge.
     pass.run(into: node, payload: value, stamp: effective, call: stamp, mergeFromDepth: 2)
     return true
@@ -99,7 +99,7 @@ extension _MapCore {
 
   /// Empties an alias node: value `nil`, no links, no stamp.
   func emptyAlias(_ node: _AnyNode) {
-    touch(node)
+    journal.touch(node, audience)
     node.witness.clearAliasValue(node)
     relink(node, to: [])
     settleAlias(node)

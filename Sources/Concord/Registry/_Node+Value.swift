@@ -192,7 +192,9 @@ extension _Node {
     guard let merged, chain.contains(where: { pass.claims[$0].verdict == .accepted }) else {
       return
     }
-    pass.claims[index].payload = pass.withCore { stash.append(merged, $0) }
+    pass.claims[index].payload = pass.withCore {
+      stash.append(merged, enlistingIn: &$0.journal.stashes)
+    }
     pass.claims[index].verdict = .accepted
     pass.claims[index].stamp = stamp
   }
@@ -232,8 +234,8 @@ extension _Node {
 
   /// Keeps a copy of the value in the write's stash and returns where, for the journal.
   @inlinable
-  final func _saveValue(_ core: _MapCore) -> Int32 {
-    withStash { $0.append(value, core) }
+  final func _saveValue(enlistingIn stashes: inout [Unmanaged<_AnyStash>]) -> Int32 {
+    withStash { $0.append(value, enlistingIn: &stashes) }
   }
 
   /// Puts back the value saved at `index`.

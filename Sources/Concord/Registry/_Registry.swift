@@ -19,17 +19,6 @@ struct _Registry {
   @usableFromInline var aliases: [_AliasID: _AnyNode] = [:]
   /// Registered entity nodes, all types together.
   @usableFromInline var liveCount = 0
-  /// Live queries and collectors, all types together. While there is any, writes of the types
-  /// that have some go through the journal and save the values they replace, which the
-  /// consumers read; see `_Witness.hasConsumers`.
-  @usableFromInline var consumerCount = 0
-  /// Entity types persisted (each also counts as a consumer). While there is any, a write of
-  /// an aggregate first loads the persisted entities it nests that are not in memory.
-  @usableFromInline var persistedTypes = 0
-  /// Whether the logger wants `changed` events with the values (see
-  /// ``IdentityMapLogger/logsChangedValues``). It then counts as one more consumer, of every
-  /// type, so that every write goes through the journal and saves the values it replaces.
-  @usableFromInline var logsChangedValues = false
   /// Queries opened in the middle of a write, started when it commits.
   @usableFromInline var pendingStarts: [() -> Void] = []
 

@@ -293,11 +293,11 @@ final class _Stash<Value>: _AnyStash {
     }
   }
 
-  /// Keeps `value` and returns its index. The first value of a write enlists the stash, so
-  /// that the write empties it when it ends.
+  /// Keeps `value` and returns its index. The first value of a write enlists the stash in
+  /// `stashes` (the journal's), so that the write empties it when it ends.
   @inlinable
-  func append(_ value: Value, _ core: _MapCore) -> Int32 {
-    if values.isEmpty { core.journal.stashes.append(.passUnretained(self)) }
+  func append(_ value: Value, enlistingIn stashes: inout [Unmanaged<_AnyStash>]) -> Int32 {
+    if values.isEmpty { stashes.append(.passUnretained(self)) }
     values.append(value)
     return Int32(values.count - 1)
   }

@@ -70,7 +70,7 @@ final class _Witness {
   // MARK: The journal and the change log
 
   /// Keeps a copy of the node's value in the write's stash and returns where.
-  @usableFromInline let saveValue: (_AnyNode, _MapCore) -> Int32
+  @usableFromInline let saveValue: (_AnyNode, inout [Unmanaged<_AnyStash>]) -> Int32
   /// Puts back the value saved at an index of the stash.
   @usableFromInline let restoreValue: (_AnyNode, Int32) -> Void
   /// Whether the node's value differs from the one saved at an index (always, unless `==`).
@@ -138,7 +138,7 @@ final class _Witness {
     mergeClaims: @escaping (_AnyNode, Int, _Pass, Bool) -> Void,
     isIdentical: @escaping (_AnyNode, Int, _Pass) -> Bool,
     apply: @escaping (_AnyNode, Int, _Pass) -> Void,
-    saveValue: @escaping (_AnyNode, _MapCore) -> Int32,
+    saveValue: @escaping (_AnyNode, inout [Unmanaged<_AnyStash>]) -> Int32,
     restoreValue: @escaping (_AnyNode, Int32) -> Void,
     differs: @escaping (_AnyNode, Int32) -> Bool,
     delivery: @escaping (_AnyNode, UInt64) -> _Delivery?,
@@ -236,7 +236,7 @@ extension _Witness {
         _typed(node, Value.self)._isIdentical(toClaim: index, pass)
       },
       apply: { node, index, pass in _typed(node, Value.self)._apply(claim: index, pass) },
-      saveValue: { node, core in _typed(node, Value.self)._saveValue(core) },
+      saveValue: { node, stashes in _typed(node, Value.self)._saveValue(enlistingIn: &stashes) },
       restoreValue: { node, index in _typed(node, Value.self)._restoreValue(index) },
       differs: { node, index in _typed(node, Value.self)._differs(fromSaved: index) },
       delivery: { node, version in _typed(node, Value.self)._makeDelivery(version: version) },
