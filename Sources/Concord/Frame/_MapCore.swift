@@ -206,7 +206,7 @@ final class _MapCore: @unchecked Sendable {
   /// Ends the outermost write: commits, releases the lock, then logs and delivers.
   ///
   /// NB: this may free the map, on its own stack. When the write gave back the last hold that
-  /// pinned the map (see `unpin()`), `outcome` carries the map's retain of itself, and the
+  /// pinned the map (see `_Lifetime.unpin(into:)`), `outcome` carries the map's retain of itself, and the
   /// caller may have reached the map unretained (a handle's deinit does), so that retain is
   /// the map's last: the map goes with `outcome`. So `outcome` is released by the last
   /// statement below, and neither this method nor any caller touches `self` after it returns.

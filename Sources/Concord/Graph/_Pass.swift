@@ -778,7 +778,8 @@ extension _Pass {
       // NB: a node nothing links to (a batch list, a root aggregate) cannot be on a cycle: its
       // new links close none. A plain entity has no link to change.
       if (!claim.links.isEmpty || node.hasChildren)
-        && core.relink(node, toPassLinks: claim.links) && node.hasParents
+        && core.lifetime.relink(node, toClaimLinks: _PassLinks(pass: self, range: claim.links))
+        && node.hasParents
       {
         for link in node.children where link.child === node || link.child.hasChildren {
           buffers.cycleRoots.append(link.child)

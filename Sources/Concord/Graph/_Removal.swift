@@ -42,11 +42,11 @@ extension _MapCore {
     let persisting = persisting && audience.persistedTypes > 0
     for node in removed {
       journal.touch(node, audience)
-      unbuffer(node)
+      lifetime.unbuffer(node)
       node.s.flags.insert(.removed)
       if persisting { node.witness.persistRemoval(node, self) }
       if node.s.flags.contains(.registered) { unregisterKeepingHolders(node) }
-      relink(node, to: [])
+      lifetime.relink(node, to: [])
     }
 
     var seeds: [_AnyNode] = []
@@ -54,7 +54,7 @@ extension _MapCore {
       journal.touch(parent, audience)
       let remaining = parent.witness.dropChildren(
         parent, lostSlots[ObjectIdentifier(parent)].unsafelyUnwrapped)
-      relink(parent, to: remaining)
+      lifetime.relink(parent, to: remaining)
       pass.mark(parent, .patched)
       seeds.append(parent)
     }

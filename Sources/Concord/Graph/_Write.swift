@@ -46,7 +46,7 @@ extension _MapCore {
   func didCreate(_ node: _AnyNode, held: Bool, journaled: Bool) {
     registry.liveCount += 1
     if journaled { journal.recordCreated(node) }
-    if !held { noteHoldDropped(node) }
+    if !held { lifetime.noteHoldDropped(node) }
   }
 
   /// Stores `entities` behind a new batch list node.
@@ -57,7 +57,7 @@ extension _MapCore {
     if audience.persistedTypes > 0 {
       loadMissing(in: entities, schema: list.schema.takeUnretainedValue())
     }
-    adopt(list)
+    list.adopt()
     let record = journal.entries.count
     journal.recordCreated(list)
     pass.mark(list, .fresh)

@@ -37,7 +37,7 @@ extension _Journal {
   private mutating func restore(_ entry: _JournalEntry, in core: _MapCore) {
     let node = entry.node
     let links = entry.links ?? []
-    if core.relink(node, to: links) {
+    if core.lifetime.relink(node, to: links) {
       for link in links where link.child === node || link.child.hasChildren {
         core.pass.buffers.cycleRoots.append(link.child)
       }
@@ -52,7 +52,7 @@ extension _Journal {
     let isRegistered = node.s.flags.contains(.registered)
     if wasRegistered && !isRegistered {
       node.witness.reregister(node, core)
-      core.disown(node)
+      node.disown(into: &core.outbox.graveyard)
     } else if !wasRegistered && isRegistered && !node.s.flags.contains(.alias) {
       core.unregisterKeepingHolders(node)
     }
@@ -78,10 +78,10 @@ extension _Journal {
   private mutating func restoreCreated(
     _ list: _AnyNode, links: [_ChildLink], in core: _MapCore
   ) {
-    core.relink(list, to: links)
+    core.lifetime.relink(list, to: links)
     list.witness.materialize(list)
     let gone = list.children.indices.filter { !list.children[$0].child.isPresent }
-    if !gone.isEmpty { core.relink(list, to: list.witness.dropChildren(list, gone)) }
+    if !gone.isEmpty { core.lifetime.relink(list, to: list.witness.dropChildren(list, gone)) }
     recordCreated(list)
   }
 }

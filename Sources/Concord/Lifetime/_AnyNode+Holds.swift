@@ -12,7 +12,7 @@ import _ConcordAtomics
 //
 // So a count the exclusive lock reads as 0 stays 0 (a purge or a settle decision holds), and
 // one it reads as positive stays positive (nothing it adopts or keeps goes), whatever other
-// threads do meanwhile. The map's keeping itself alive (`_MapCore.pin()`) is tied to the same
+// threads do meanwhile. The map's keeping itself alive (`_Lifetime.pin(_:)`) is tied to the same
 // transitions.
 
 extension _AnyNode {

@@ -71,19 +71,3 @@ struct _ReleaseBuffer {
     head = 0
   }
 }
-
-extension _MapCore {
-  /// Takes `node` out of the release buffer, if it is there: a new holder came (a handle, a
-  /// subscription, a parent), or it is being removed.
-  @inlinable
-  func unbuffer(_ node: _AnyNode) {
-    if node.s.flags.contains(.buffered) { lifetime.buffer.takeOut(node) }
-  }
-
-  /// Whether `node`, which nothing holds any more, goes into the release buffer rather than
-  /// leaving the map: a registered entity, with retention on.
-  func buffers(_ node: _AnyNode) -> Bool {
-    lifetime.buffer.capacity > 0 && node.s.flags.contains(.registered)
-      && !node.s.flags.contains(.alias)
-  }
-}

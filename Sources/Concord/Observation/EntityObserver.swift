@@ -205,7 +205,7 @@ extension EntityObserver where Value: Identifiable {
 @usableFromInline
 final class _Handle<Value: Sendable>: Sendable {
   /// NB: unmanaged, by rule 6 of `_Lifetime.swift`: the map keeps itself alive while the
-  /// handle's node is pinned, which its hold makes it; see `_MapCore.pin()`.
+  /// handle's node is pinned, which its hold makes it; see `_Lifetime.pin(_:)`.
   @usableFromInline let _core: Unmanaged<_MapCore>
   /// NB: nonisolated(unsafe): the node is only touched while holding the map's lock, but for
   /// its external hold count, which is atomic (see `_AnyNode+Holds.swift`). And

@@ -60,9 +60,9 @@ public final class Subscription: Hashable, Sendable {
 extension _MapCore {
   /// Adds `subscriber` to `node`: it holds the node from now on.
   func attach(_ subscriber: _AnySubscriber, to node: _AnyNode) {
-    unbuffer(node)
+    lifetime.unbuffer(node)
     node.extras.subscribers.append(subscriber)
-    takeExternalHold(on: node)
+    lifetime.takeExternalHold(on: node, pinning: self)
     lifetime.openSubscriptions += 1
   }
 
@@ -93,6 +93,6 @@ extension _MapCore {
     else { return }
     outbox.graveyard.append(extras.subscribers.remove(at: index))
     lifetime.openSubscriptions -= 1
-    dropExternalHold(on: node)
+    lifetime.dropExternalHold(on: node, graveyard: &outbox.graveyard)
   }
 }

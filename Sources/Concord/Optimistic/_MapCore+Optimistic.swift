@@ -70,7 +70,7 @@ extension _MapCore {
   func forget(_ shadow: _AnyShadow) {
     layers.shadows[ObjectIdentifier(shadow.node)] = nil
     layers.order.removeAll { $0 === shadow }
-    dropExternalHold(on: shadow.node)
+    lifetime.dropExternalHold(on: shadow.node, graveyard: &outbox.graveyard)
   }
 
   // MARK: Layers

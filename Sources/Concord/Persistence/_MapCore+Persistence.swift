@@ -596,7 +596,7 @@ extension _MapCore {
     guard !node.persists else { return }
     node.persists = true
     let name = node.id.name
-    noteHoldDropped(node)
+    lifetime.noteHoldDropped(node)
     guard !node.witness.holdsAliasValue(node), let (ids, stamp) = persisted.readAlias(name, self)
     else { return }
     for id in ids { loadIfMissing(T.self, id: id) }

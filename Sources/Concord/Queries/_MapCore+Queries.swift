@@ -32,7 +32,7 @@ extension _MapCore {
   ) -> Unmanaged<_Node<[T]>> {
     let table = registry.table(for: T.self)
     let query = _QueryNode(table: table, filter: filter, sortedBy: sortedBy)
-    adopt(query)
+    query.adopt()
     let held = holdForHandle(query)
     startNowOrAtCommit { [self] in
       let consumers = consumers(of: T.self)
@@ -56,7 +56,7 @@ extension _MapCore {
     _: T.Type, keyPath: KeyPath<T, V>, key: V, sortedBy: (@Sendable (T, T) -> Bool)?
   ) -> Unmanaged<_Node<[T]>> {
     let query = _QueryNode(table: registry.table(for: T.self), filter: nil, sortedBy: sortedBy)
-    adopt(query)
+    query.adopt()
     let held = holdForHandle(query)
     startNowOrAtCommit { [self] in
       let consumers = consumers(of: T.self)

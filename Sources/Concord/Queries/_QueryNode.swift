@@ -179,7 +179,7 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
     value.remove(at: index)
     members.remove(at: index)
     memberIDs.remove(ObjectIdentifier(node))
-    core.dropExternalHold(on: node)
+    core.lifetime.dropExternalHold(on: node, graveyard: &core.outbox.graveyard)
   }
 
   /// Fills the result with `nodes`, which match, and holds them. They are unretained: their
@@ -221,7 +221,11 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
     let dropped = members
     members = []
     memberIDs = []
-    for member in dropped { member.node._withUnsafeGuaranteedRef { core.dropExternalHold(on: $0) } }
+    for member in dropped {
+      member.node._withUnsafeGuaranteedRef {
+        core.lifetime.dropExternalHold(on: $0, graveyard: &core.outbox.graveyard)
+      }
+    }
   }
 
   /// What is wrong with the query, if anything; for `_checkInvariants`.
@@ -260,7 +264,7 @@ extension _MapCore {
   /// One more hold on `node`, from a live query that has it as a member.
   @inlinable
   func holdForQuery(_ node: _AnyNode) {
-    unbuffer(node)
-    takeExternalHold(on: node)
+    lifetime.unbuffer(node)
+    lifetime.takeExternalHold(on: node, pinning: self)
   }
 }

@@ -58,7 +58,7 @@ extension _MapCore {
     _ id: _AliasID, to value: Wrapped, witness: @autoclosure () -> _Witness, stamp: Stamp?
   ) -> _AliasNode<Wrapped> {
     let node: _AliasNode<Wrapped> = aliasNode(id, witness: witness())
-    noteHoldDropped(node)
+    lifetime.noteHoldDropped(node)
     let schema = node.schema.takeUnretainedValue()
     if audience.persistedTypes > 0 { loadMissing(in: Optional(value), schema: schema) }
     pass.run(into: node, payload: value, stamp: schema.stamp(of: value, call: stamp), call: stamp)
@@ -101,7 +101,7 @@ extension _MapCore {
   func emptyAlias(_ node: _AnyNode) {
     journal.touch(node, audience)
     node.witness.clearAliasValue(node)
-    relink(node, to: [])
+    lifetime.relink(node, to: [])
     settleAlias(node)
   }
 
@@ -117,7 +117,7 @@ extension _MapCore {
   /// Anchors or unanchors an alias node.
   ///
   /// NB: the flag and the hold change together, so that the node stays pinned or unpinned
-  /// (see `_MapCore.pin()`): an anchor does not keep the map alive.
+  /// (see `_Lifetime.pin(_:)`): an anchor does not keep the map alive.
   func setAnchor(_ node: _AnyNode, _ anchored: Bool) {
     if anchored {
       node.s.flags.insert(.anchored)
@@ -125,7 +125,7 @@ extension _MapCore {
     } else {
       node.s.flags.remove(.anchored)
       node.removeExternalHold()
-      noteHoldDropped(node)
+      lifetime.noteHoldDropped(node)
     }
   }
 }

@@ -17,7 +17,7 @@ struct _NodeFlags: OptionSet, Sendable {
   /// The node is queued as a release candidate.
   @inlinable static var candidate: _NodeFlags { _NodeFlags(rawValue: 1 << 3) }
   /// No table holds the node, so the map holds it with a manual retain while anything outside
-  /// does; see `_MapCore.adopt(_:)`.
+  /// does; see `_AnyNode.adopt()`.
   @inlinable static var adopted: _NodeFlags { _NodeFlags(rawValue: 1 << 4) }
   /// The node left the map for good: nothing may link to it any more.
   @inlinable static var purged: _NodeFlags { _NodeFlags(rawValue: 1 << 5) }
@@ -304,7 +304,7 @@ class _AnyNode {
   final var anchorHolds: Int32 { s.flags.contains(.anchored) ? 1 : 0 }
 
   /// Whether a handle may give its hold back without the lock while another hold remains:
-  /// not on an alias slot, whose anchor does not pin it (see `_MapCore.pin()`). NB: read from
+  /// not on an alias slot, whose anchor does not pin it (see `_Lifetime.pin(_:)`). NB: read from
   /// the witness, a constant, since it is read without the lock.
   @inlinable
   final var releasesWithoutLock: Bool { witness.kind != .alias }

@@ -2,12 +2,12 @@
 // value, and each child's `parents` point back at those links. A link is an internal hold on
 // the child.
 
-extension _MapCore {
+extension _Lifetime {
   /// Links `parent` to one occurrence of `child` in its value. The child gains an internal hold.
   ///
   /// - Complexity: O(1) amortized.
   @usableFromInline
-  func link(_ parent: _AnyNode, to child: _AnyNode, accessor: Int32, position: Int32) {
+  mutating func link(_ parent: _AnyNode, to child: _AnyNode, accessor: Int32, position: Int32) {
     unbuffer(child)
     // NB: the parent's extras borrowed, not retained: each retain and release is an atomic
     // operation, and a page of aggregates links every entity it holds. A child's first parent
@@ -26,7 +26,8 @@ extension _MapCore {
   ///
   /// - Complexity: O(*k*) for *k* links: each back-reference is swap-removed in O(1), so a child
   ///   with many parents is not scanned.
-  func unlinkChildren(of parent: _AnyNode) {
+  @usableFromInline
+  mutating func unlinkChildren(of parent: _AnyNode) {
     guard let extras = parent.s.extras, !extras.children.isEmpty else { return }
     var slot = 0
     // NB: read the live array each time: a swap below may fix up a later link of this parent.
@@ -51,13 +52,13 @@ extension _MapCore {
     extras.children.removeAll()
   }
 
-  /// Replaces the links of `parent` with the pass's links in `range`; see `relink(_:to:)`.
+  /// Replaces the links of `parent` with a claim's links in the pass; see `relink(_:to:)`.
   ///
   /// NB: not generic, so that inlinable callers in other modules reach the copy of `relink`
   /// specialized here: unspecialized, it walked the links through protocol witnesses.
   @usableFromInline @discardableResult
-  func relink(_ parent: _AnyNode, toPassLinks range: Range<Int>) -> Bool {
-    relink(parent, to: _PassLinks(pass: pass, range: range))
+  mutating func relink(_ parent: _AnyNode, toClaimLinks links: _PassLinks) -> Bool {
+    relink(parent, to: links)
   }
 
   /// Replaces the links of `parent` with `links` (whose `backIndex` is ignored). The caller has
@@ -65,7 +66,7 @@ extension _MapCore {
   ///
   /// - Complexity: O(old links + new links).
   @usableFromInline @discardableResult
-  func relink<Links: Collection<_ChildLink>>(_ parent: _AnyNode, to links: Links) -> Bool {
+  mutating func relink<Links: Collection<_ChildLink>>(_ parent: _AnyNode, to links: Links) -> Bool {
     // NB: the old links compared in place, borrowed: copying the array retained it.
     let unchanged =
       parent.s.extras == nil
