@@ -245,7 +245,9 @@ final class _MapCore: @unchecked Sendable {
     // NB: under the lock, so that commits reach the store in commit order.
     persistence?.handOver()
     // NB: a write that published directly (see `publishesDirectly`) leaves an empty journal.
-    if !journal.entries.isEmpty || !outbox.initials.isEmpty { publishJournal() }
+    if !journal.entries.isEmpty || !outbox.initials.isEmpty {
+      outbox.publish(&journal, audience)
+    }
     if lifetime.hasWork || lifetime.buffer.overflows { settleLifetimes() }
     #if CONCORD_INTERNAL_CHECKS
       // NB: every node while the map is small; around the write's nodes once it is large.
@@ -255,6 +257,19 @@ final class _MapCore: @unchecked Sendable {
     #if CONCORD_INTERNAL_CHECKS
       _checkInvariants(around: touched)
     #endif
+  }
+}
+
+extension _MapCore {
+  /// Publishes a change made without the journal (see `_Journal.publishesDirectly`), as the
+  /// commit would have, and persists it when its type is persisted. `stampBefore` is the
+  /// node's stamp before the write.
+  @inlinable
+  func publishDirectly(_ node: _AnyNode, _ kind: _ChangeKind, stampBefore: Stamp) {
+    outbox.publish(node, kind)
+    if audience.persistedTypes > 0 {
+      node.witness.feedConsumers(node, kind, _JournalEntry.notSaved, stampBefore, self)
+    }
   }
 }
 
@@ -273,17 +288,6 @@ struct _Frame {
   /// How many frames of this map the thread holding the lock is inside.
   @usableFromInline var depth = 0
   @usableFromInline var phase = _Phase.engine
-  /// The version of the newest delivery made; each delivery takes the next one, so that a
-  /// subscriber can tell an older value from a newer one. NB: it starts above 0, the version a
-  /// subscriber that asked for the current value starts from.
-  @usableFromInline var version: UInt64 = 1
 
   @usableFromInline init() {}
-
-  /// A version for a new delivery.
-  @inlinable
-  mutating func nextVersion() -> UInt64 {
-    version &+= 1
-    return version
-  }
 }

@@ -94,12 +94,12 @@ public struct EntityObserver<Value: Sendable>: Sendable {
       // NB: without the current value, start at the newest version handed out, so that a
       // commit already in flight is not delivered; with it, start below every version, and let
       // the current value itself go through the ordered path.
-      let subscriber = make(includingCurrentValue ? 0 : core.frame.version)
+      let subscriber = make(includingCurrentValue ? 0 : core.outbox.version)
       core.attach(subscriber, to: node)
       let insideWrite = core.frame.depth > 1
       if includingCurrentValue && insideWrite { core.outbox.initials.append((node, subscriber)) }
       return (
-        subscriber, node.value, core.frame.version, node.s.flags.contains(.removed), insideWrite
+        subscriber, node.value, core.outbox.version, node.s.flags.contains(.removed), insideWrite
       )
     }
     let subscription = Subscription(

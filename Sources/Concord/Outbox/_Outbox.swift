@@ -6,8 +6,8 @@
 // lone entity publishes its change directly, which is what the commit would find. Releases
 // (`logReleased`) come after, when lifetimes settle. Consumers read the change log here and only
 // here: observation queues deliveries, the logger queues events, and live queries, indexes and
-// collectors read the same journal records just before (`feedConsumers()`), through the same
-// `committedChange(at:)`.
+// collectors read the same journal records just before (`_MapCore.feedConsumers()`), through
+// the same `_Journal.change(at:)`.
 
 /// What happened to a node in one committed write.
 @usableFromInline
@@ -25,6 +25,10 @@ enum _ChangeKind: UInt8 {
 /// What the current write will log and deliver once the lock is released.
 @usableFromInline
 struct _Outbox {
+  /// The version of the newest delivery made; each delivery takes the next one, so that a
+  /// subscriber can tell an older value from a newer one. NB: it starts above 0, the version a
+  /// subscriber that asked for the current value starts from.
+  @usableFromInline var version: UInt64 = 1
   /// Whether the map has a logger (`_MapCore.logger`). NB: a Bool, because testing the optional
   /// existential copies it.
   @usableFromInline let isLogging: Bool
@@ -68,6 +72,13 @@ struct _Outbox {
     swap(&graveyard, &self.graveyard)
     swap(&deliveries, &self.deliveries)
     return _Outcome(events: events, graveyard: graveyard, deliveries: deliveries)
+  }
+
+  /// A version for a new delivery.
+  @inlinable
+  mutating func nextVersion() -> UInt64 {
+    version &+= 1
+    return version
   }
 
   /// Records a log event, rendered after the lock is released.
@@ -116,94 +127,65 @@ struct _Outbox {
   }
 }
 
-extension _MapCore {
-  /// Publishes a change made without the journal (see `_Journal.publishesDirectly`), and
-  /// persists it when its type is persisted. `stampBefore` is the node's stamp before the write.
-  @inlinable
-  func publishDirectly(_ node: _AnyNode, _ kind: _ChangeKind, stampBefore: Stamp) {
-    publish(node, kind)
-    if audience.persistedTypes > 0 {
-      node.witness.feedConsumers(node, kind, _JournalEntry.notSaved, stampBefore, self)
-    }
-  }
-
+extension _Outbox {
   /// The change log: publishes what the write did to `node` to every consumer.
   @inlinable
-  func publish(_ node: _AnyNode, _ kind: _ChangeKind) {
+  mutating func publish(_ node: _AnyNode, _ kind: _ChangeKind) {
     if node.hasSubscribers {
       if kind == .removed && !node.s.flags.contains(.alias) {
-        outbox.deliveries.append(node.witness.removalDelivery(node, node.extras.subscribers))
-      } else if kind != .unchanged, let delivery = node.witness.delivery(node, frame.nextVersion())
-      {
-        outbox.deliveries.append(delivery)
+        deliveries.append(node.witness.removalDelivery(node, node.extras.subscribers))
+      } else if kind != .unchanged, let delivery = node.witness.delivery(node, nextVersion()) {
+        deliveries.append(delivery)
       }
     }
-    if kind == .removed && outbox.isLogging { logRemoved(node) }
+    if kind == .removed && isLogging { logRemoved(node) }
   }
 
   /// The log's view of a removal.
   @usableFromInline
-  func logRemoved(_ node: _AnyNode) {
+  mutating func logRemoved(_ node: _AnyNode) {
     if let reference = node.witness.reference(node) {
-      outbox.log { .removed(reference) }
+      log { .removed(reference) }
     } else if let name = node.witness.aliasName(node) {
-      outbox.log { .aliasRemoved(name) }
-    }
-  }
-
-  /// What the write did to the node of journal record `index`, which is the node's first:
-  /// its state before the write compared with its state now. `nil` for a node created and
-  /// taken out again within the write, which committed nothing.
-  @usableFromInline
-  func committedChange(at index: Int) -> _ChangeKind? {
-    let wasPresent = journal.entries[index].wasPresent
-    let saved = journal.entries[index].saved
-    // NB: borrowed, not retained (see `_JournalEntry.node`): a retain and a release per record
-    // were a good share of a fan-out's commit.
-    return Unmanaged.passUnretained(journal.entries[index].node)._withUnsafeGuaranteedRef {
-      node in
-      if node.isPresent {
-        if !wasPresent { return .inserted }
-        // NB: a value not saved (see `touch(_:)`) counts as changed.
-        return saved < 0 || node.witness.differs(node, saved) ? .updated : .unchanged
-      }
-      return wasPresent ? .removed : nil
+      log { .aliasRemoved(name) }
     }
   }
 
   /// Publishes what the write did to each node it touched, by comparing the node's first
-  /// journal record with the node now. Then gives every subscription opened during the write
-  /// that asked for the current value the value committed.
-  func publishJournal() {
+  /// record in `journal` with the node now (`_Journal.change(at:)`); with a logger of changed
+  /// values (`audience`), logs the values too. Then gives every subscription opened during the
+  /// write that asked for the current value the value committed.
+  @usableFromInline
+  mutating func publish(_ journal: inout _Journal, _ audience: _Audience) {
     // Nodes whose subscribers get a value from the change log, so that a subscription opened
     // during the write is not given the same value twice.
     var told: Set<ObjectIdentifier> = []
     // NB: by index: copying each record out would retain and release its fields.
     for index in journal.entries.indices where journal.entries[index].previousMark == 0 {
-      // NB: borrowed, as in `committedChange(at:)`.
+      // NB: borrowed, as in `_Journal.change(at:)`.
       Unmanaged.passUnretained(journal.entries[index].node)._withUnsafeGuaranteedRef { node in
         guard let kind = journal.change(at: index) else {
           // Created and taken out again within the write: nothing committed, but streams
           // opened on it meanwhile end.
           if node.hasSubscribers && node.s.flags.contains(.removed) {
-            outbox.deliveries.append(node.witness.removalDelivery(node, node.extras.subscribers))
+            deliveries.append(node.witness.removalDelivery(node, node.extras.subscribers))
           }
           return
         }
         publish(node, kind)
         if audience.logsChangedValues && kind != .unchanged {
-          node.witness.logChange(node, kind, journal.entries[index].saved, self)
+          node.witness.logChange(node, kind, journal.entries[index].saved, &self)
         }
-        if !outbox.initials.isEmpty && kind != .unchanged { told.insert(ObjectIdentifier(node)) }
+        if !initials.isEmpty && kind != .unchanged { told.insert(ObjectIdentifier(node)) }
       }
     }
-    for (node, subscriber) in outbox.initials where !told.contains(ObjectIdentifier(node)) {
+    for (node, subscriber) in initials where !told.contains(ObjectIdentifier(node)) {
       if node.s.flags.contains(.removed) && !node.s.flags.contains(.alias) {
-        outbox.deliveries.append(node.witness.removalDelivery(node, [subscriber]))
+        deliveries.append(node.witness.removalDelivery(node, [subscriber]))
       } else {
-        outbox.deliveries.append(node.witness.deliveryTo(node, subscriber, frame.nextVersion()))
+        deliveries.append(node.witness.deliveryTo(node, subscriber, nextVersion()))
       }
     }
-    outbox.initials.removeAll()
+    initials.removeAll()
   }
 }

@@ -17,13 +17,13 @@ extension _Table {
   static func entityHooks() -> _WitnessHooks {
     var hooks = _WitnessHooks()
     hooks.reference = { node in EntityReference(T.self, id: entity(node).value.id) }
-    hooks.logChange = { node, kind, saved, core in
+    hooks.logChange = { node, kind, saved, outbox in
       let node = entity(node)
       let reference = EntityReference(T.self, id: node.value.id)
       let before: T? =
         kind == .inserted || saved < 0 ? nil : node.table.stash.values[Int(saved)]
       let after: T? = kind == .removed ? nil : node.value
-      core.outbox.log { .changed(reference, before: before, after: after) }
+      outbox.log { .changed(reference, before: before, after: after) }
     }
     hooks.unregister = { node, core in
       let node = entity(node)

@@ -84,7 +84,7 @@ final class _Witness {
   /// The name of the entity in log events; `nil` but for entities.
   @usableFromInline let reference: (_AnyNode) -> EntityReference?
   /// Logs a `changed` event: the value saved at an index (or none) and the value now.
-  let logChange: (_AnyNode, _ChangeKind, Int32, _MapCore) -> Void
+  let logChange: (_AnyNode, _ChangeKind, Int32, inout _Outbox) -> Void
 
   // MARK: Registration
 
@@ -145,7 +145,7 @@ final class _Witness {
     deliveryTo: @escaping (_AnyNode, _AnySubscriber, UInt64) -> _Delivery,
     removalDelivery: @escaping (_AnyNode, [_AnySubscriber]) -> _Delivery,
     reference: @escaping (_AnyNode) -> EntityReference?,
-    logChange: @escaping (_AnyNode, _ChangeKind, Int32, _MapCore) -> Void,
+    logChange: @escaping (_AnyNode, _ChangeKind, Int32, inout _Outbox) -> Void,
     unregister: @escaping (_AnyNode, _MapCore) -> Void,
     reregister: @escaping (_AnyNode, _MapCore) -> Void,
     holdsAliasValue: @escaping (_AnyNode) -> Bool,
@@ -268,7 +268,7 @@ struct _WitnessHooks {
   /// In place of the value's own `_materialize()`: a batch list's, say.
   @usableFromInline var materialize: ((_AnyNode) -> Void)?
   @usableFromInline var reference: (_AnyNode) -> EntityReference? = { _ in nil }
-  @usableFromInline var logChange: (_AnyNode, _ChangeKind, Int32, _MapCore) -> Void = {
+  @usableFromInline var logChange: (_AnyNode, _ChangeKind, Int32, inout _Outbox) -> Void = {
     _, _, _, _ in
   }
   @usableFromInline var unregister: (_AnyNode, _MapCore) -> Void = { _, _ in }
