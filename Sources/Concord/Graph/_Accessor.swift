@@ -17,7 +17,7 @@ final class _Accessor<Root>: Sendable {
   /// in memory (`_MapCore.isMissing`): once the probe's loads are done, ones that were removed.
   @usableFromInline let missing: @Sendable (Root, _MapCore) -> [Int]
   /// Writes the value of `child` (a `_Node<C>`) into `root` at `position`: its stored value, or
-  /// with `materializer`, its value materialized on the current path (see `_Materialize.swift`).
+  /// with `materializer`, its value materialized on the current path (see `_Node+Materialize.swift`).
   @usableFromInline let fill: @Sendable (_AnyNode, Int, inout Root, _Materializer?) -> Void
   /// Whether `root` holds the stored value of `child` (a `_Node<C>`) at `position` bit for bit
   /// (see `_identical`), so that `fill` would change nothing there. Reads `root` in place,

@@ -3,7 +3,7 @@
 // A cycle can only close through a link a write just made. So after a pass relinks, the graph
 // below the children it linked is searched for strongly connected parts (Tarjan's algorithm,
 // with an explicit stack), and each part of two or more nodes, or a node linked to itself,
-// gets a fresh number shared by its members. `_Materialize.swift` unfolds a value only through
+// gets a fresh number shared by its members. `_Node+Materialize.swift` unfolds a value only through
 // children with its own number.
 //
 // Numbers are never cleared while a node lives: a node whose cycle was later broken keeps its

@@ -17,7 +17,7 @@ extension _Pass {
   ///
   /// A claimed aggregate is rebuilt from its children when some occurrence of the pass did not
   /// end up as written (`_Pass.rebuilds`). A node on a cycle that a child patched or that the
-  /// pass claimed is rebuilt too (see `_Materialize.swift`); any other patched node was patched
+  /// pass claimed is rebuilt too (see `_Node+Materialize.swift`); any other patched node was patched
   /// in place. Each settled node then patches its own parents.
   ///
   /// The seeds are unretained (rules 2 and 3 of `_Lifetime.swift`): the pass drops no node
@@ -67,7 +67,7 @@ extension _Pass {
         if (bits.contains(.claimed) && rebuilds) || node.cycle != 0 {
           node.witness.materialize(node)
         }
-        if node.s.flags.contains(.alias) { withCore { $0.settleAlias(node) } }
+        if node.s.flags.contains(.alias) { withCore { $0.lifetime.settleAnchor(of: node) } }
         pushPatch(from: node)
       }
     }

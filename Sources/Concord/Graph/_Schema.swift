@@ -73,6 +73,15 @@ final class _Schema<Root>: Sendable {
     return stamp(value) ?? call
   }
 
+  /// The stamp of an `update` whose body turned `old` into `value`: the value's own when it is
+  /// ``Stamped`` and the body changed it; otherwise the call's (and with none, the write is
+  /// unstamped and keeps the stored stamp).
+  @inlinable
+  func stamp(of value: Root, replacing old: Root, call: Stamp?) -> Stamp? {
+    guard let stamp, let newStamp = stamp(value) else { return call }
+    return newStamp == stamp(old) ? call : newStamp
+  }
+
   /// The accessor at `index`.
   @inlinable
   func accessor(_ index: Int32) -> _Accessor<Root> {

@@ -22,7 +22,7 @@ extension IdentityMap {
         _core.prepareAlias(key._id, T.self, list: false)
         return _core.holdForHandle(
           _core.setAlias(
-            key._id, to: entity, witness: _core.witnesses(of: T.self).aliasWitness,
+            key._id, to: entity, witness: _core.registry.table(for: T.self).aliasWitness,
             stamp: modifiedAt))
       })
   }
@@ -42,7 +42,8 @@ extension IdentityMap {
         _core.prepareAlias(key._id, T.self, list: true)
         return _core.holdForHandle(
           _core.setAlias(
-            key._id, to: entities, witness: _core.witnesses(of: T.self).collectionAliasWitness,
+            key._id, to: entities,
+            witness: _core.registry.table(for: T.self).collectionAliasWitness,
             stamp: modifiedAt))
       })
   }
@@ -58,7 +59,7 @@ extension IdentityMap {
         _core.prepareAlias(key._id, T.self, list: false)
         return _core.holdForHandle(
           _core.setAlias(
-            key._id, to: aggregate, witness: _core.witnesses(of: T.self).aliasWitness,
+            key._id, to: aggregate, witness: _core.registry.table(for: T.self).aliasWitness,
             stamp: modifiedAt))
       })
   }
@@ -73,7 +74,8 @@ extension IdentityMap {
         _core.prepareAlias(key._id, T.self, list: true)
         return _core.holdForHandle(
           _core.setAlias(
-            key._id, to: aggregates, witness: _core.witnesses(of: T.self).collectionAliasWitness,
+            key._id, to: aggregates,
+            witness: _core.registry.table(for: T.self).collectionAliasWitness,
             stamp: modifiedAt))
       })
   }
@@ -92,11 +94,11 @@ extension IdentityMap {
       return _observer(
         _core.write {
           _core.prepareAlias(key._id, T.self, list: false)
-          return _core.holdForHandle(_core.aliasSlot(key._id, of: T.self))
+          return _core.holdForHandle(_core.registry.aliasSlot(key._id, of: T.self))
         })
     }
     return _observer(
-      _core.read { _core.holdForHandle(_core.aliasSlot(key._id, of: T.self)) })
+      _core.read { _core.holdForHandle(_core.registry.aliasSlot(key._id, of: T.self)) })
   }
 
   /// A handle on a collection alias, set or not. Its value is `nil` until the alias is set.
@@ -106,12 +108,12 @@ extension IdentityMap {
       return _observer(
         _core.write {
           _core.prepareAlias(key._id, T.self, list: true)
-          return _core.holdForHandle(_core.collectionAliasSlot(key._id, of: T.self))
+          return _core.holdForHandle(_core.registry.collectionAliasSlot(key._id, of: T.self))
         })
     }
     return _observer(
       _core.read {
-        _core.holdForHandle(_core.collectionAliasSlot(key._id, of: T.self))
+        _core.holdForHandle(_core.registry.collectionAliasSlot(key._id, of: T.self))
       })
   }
 

@@ -63,7 +63,9 @@ extension _Journal {
       node.s.flags.remove(.removed)
     }
     let wasAnchored = entry.flags.contains(.anchored)
-    if wasAnchored != node.s.flags.contains(.anchored) { core.setAnchor(node, wasAnchored) }
+    if wasAnchored != node.s.flags.contains(.anchored) {
+      core.lifetime.setAnchor(node, wasAnchored)
+    }
   }
 
   /// Puts a batch list the rolled-back transaction created back to the entities it was

@@ -68,6 +68,9 @@ struct _Journal {
   /// lives as long as the map, or in a list, alias or query node, which a write that drops it
   /// puts in the graveyard, released after the commit has emptied this list.
   @usableFromInline var stashes: [Unmanaged<_AnyStash>] = []
+  /// The nodes the load under way created, recorded as present before the write when the load
+  /// ends (`recordLoaded()`); see `_MapCore.admitLoaded(_:stamp:in:)`.
+  @usableFromInline var loaded: [_AnyNode] = []
   /// The serial numbers of the open transactions, innermost last.
   @usableFromInline var transactions: [Int] = []
   /// The serial number of the last transaction opened.
@@ -138,12 +141,19 @@ extension _Journal {
         flags: saved == _JournalEntry.created ? [] : flags, wasPresent: wasPresent))
   }
 
-  /// Records `nodes`, which a load from the store created, as present before the write, with
-  /// the values and stamps they were loaded with: a load changes nothing anyone sees. Their
-  /// marks were set when they were loaded (`_MapCore.noteLoaded`).
+  /// Marks `node`, which a load from the store just created: no write touches it again at
+  /// this level, and `recordLoaded()` records it when the load ends.
+  @inlinable
+  mutating func noteLoaded(_ node: _AnyNode) {
+    node.s.journalMark = mark
+    loaded.append(node)
+  }
+
+  /// Records the nodes the load created (`noteLoaded(_:)`) as present before the write, with
+  /// the values and stamps they were loaded with: a load changes nothing anyone sees.
   @usableFromInline
-  mutating func recordLoaded(_ nodes: [_AnyNode]) {
-    for node in nodes {
+  mutating func recordLoaded() {
+    for node in loaded {
       entries.append(
         _JournalEntry(
           node: node, previousMark: 0, saved: node.witness.saveValue(node, &stashes),
@@ -151,6 +161,7 @@ extension _Journal {
           flags: node.s.flags.intersection([.registered, .removed, .anchored]),
           wasPresent: true))
     }
+    loaded.removeAll()
   }
 
   /// Whether the write of `node`, a root of type `V` about to be written by a pass (and

@@ -88,3 +88,28 @@ extension _AnyNode {
     return false
   }
 }
+
+extension _AnyNode {
+  // MARK: Memory
+
+  /// Holds the node with a manual retain: handles hold nodes unowned, so a node that no table
+  /// holds (a batch list, a removed entity still observed) is kept alive by the map while
+  /// anything outside holds it (rule 6). NB: this spares an atomic retain and release of the
+  /// node on every `find`.
+  @usableFromInline
+  final func adopt() {
+    guard !s.flags.contains(.adopted) else { return }
+    s.flags.insert(.adopted)
+    _ = Unmanaged.passUnretained(self).retain()
+  }
+
+  /// Gives back the manual retain of `adopt()`, if any. The node itself goes to `graveyard`,
+  /// released only after the lock (rule 3).
+  @usableFromInline
+  final func disown(into graveyard: inout [AnyObject]) {
+    guard s.flags.contains(.adopted) else { return }
+    s.flags.remove(.adopted)
+    graveyard.append(self)
+    Unmanaged.passUnretained(self).release()
+  }
+}

@@ -155,12 +155,48 @@ extension _Lifetime {
     if pinnedNodes == 0, let retain = selfRetain.take() { graveyard.append(retain) }
   }
 
+  /// One more hold on `node` from outside the graph: a handle's, or a live query's that has it
+  /// as a member. It leaves the release buffer, and its first hold pins the map `core`.
+  @inlinable
+  mutating func hold(_ node: _AnyNode, pinning core: _MapCore) {
+    unbuffer(node)
+    takeExternalHold(on: node, pinning: core)
+  }
+
   /// Queues `node` for the end-of-write check if it lost its last external hold.
   @inlinable
   mutating func noteHoldDropped(_ node: _AnyNode) {
     guard node.externalHolds == 0, !node.s.flags.contains(.candidate) else { return }
     node.s.flags.insert(.candidate)
     candidates.append(.passUnretained(node))
+  }
+
+  // MARK: Anchors
+
+  /// Brings an alias node's anchor and stamp in line with its value after a write: a set alias
+  /// holds itself, and an empty one has no stamp (whether or not anything observes it).
+  @usableFromInline
+  mutating func settleAnchor(of node: _AnyNode) {
+    if !node.witness.holdsAliasValue(node) { node.s.stamp = .nan }
+    let anchored = node.s.flags.contains(.anchored)
+    guard node.witness.holdsAliasValue(node) != anchored else { return }
+    setAnchor(node, !anchored)
+  }
+
+  /// Anchors or unanchors an alias node.
+  ///
+  /// NB: the flag and the hold change together, so that the node stays pinned or unpinned
+  /// (see `_Lifetime.pin(_:)`): an anchor does not keep the map alive.
+  @usableFromInline
+  mutating func setAnchor(_ node: _AnyNode, _ anchored: Bool) {
+    if anchored {
+      node.s.flags.insert(.anchored)
+      node.addExternalHold()
+    } else {
+      node.s.flags.remove(.anchored)
+      node.removeExternalHold()
+      noteHoldDropped(node)
+    }
   }
 
   // MARK: The release buffer
@@ -177,30 +213,5 @@ extension _Lifetime {
   func buffers(_ node: _AnyNode) -> Bool {
     buffer.capacity > 0 && node.s.flags.contains(.registered)
       && !node.s.flags.contains(.alias)
-  }
-}
-
-extension _AnyNode {
-  // MARK: Memory
-
-  /// Holds the node with a manual retain: handles hold nodes unowned, so a node that no table
-  /// holds (a batch list, a removed entity still observed) is kept alive by the map while
-  /// anything outside holds it (rule 6). NB: this spares an atomic retain and release of the
-  /// node on every `find`.
-  @usableFromInline
-  final func adopt() {
-    guard !s.flags.contains(.adopted) else { return }
-    s.flags.insert(.adopted)
-    _ = Unmanaged.passUnretained(self).retain()
-  }
-
-  /// Gives back the manual retain of `adopt()`, if any. The node itself goes to `graveyard`,
-  /// released only after the lock (rule 3).
-  @usableFromInline
-  final func disown(into graveyard: inout [AnyObject]) {
-    guard s.flags.contains(.adopted) else { return }
-    s.flags.remove(.adopted)
-    graveyard.append(self)
-    Unmanaged.passUnretained(self).release()
   }
 }

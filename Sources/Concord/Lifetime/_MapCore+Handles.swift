@@ -16,8 +16,7 @@ extension _MapCore {
   /// the critical section other threads wait on.
   @inlinable
   func holdForHandle<Value>(_ node: _Node<Value>) -> Unmanaged<_Node<Value>> {
-    lifetime.unbuffer(node)
-    lifetime.takeExternalHold(on: node, pinning: self)
+    lifetime.hold(node, pinning: self)
     lifetime.handles += 1
     return .passUnretained(node)
   }

@@ -56,3 +56,11 @@ extension Stamp {
     return incoming > self
   }
 }
+
+extension Stamp {
+  /// Whether the two are the same stamp, NaN (no stamp) included.
+  @inlinable
+  func _isSame(as other: Stamp) -> Bool {
+    self == other || (isNaN && other.isNaN)
+  }
+}

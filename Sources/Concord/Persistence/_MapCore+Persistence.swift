@@ -469,23 +469,15 @@ extension _MapCore {
     let written = outbox.written.count
     let node = table.withNode(for: value) { node, _ in node }
     didCreate(node, held: false, journaled: false)
-    noteLoaded(node)
+    journal.noteLoaded(node)
     if let stamp { node.s.stamp = stamp }
     if !schema.isLeaf {
       pass.mark(node, .fresh)
       pass.run(into: node, payload: value, stamp: nil, call: nil, nesting: .load)
     }
-    recordLoaded()
+    journal.recordLoaded()
     if outbox.events.count > events { outbox.events.removeSubrange(events...) }
     if outbox.written.count > written { outbox.written.removeSubrange(written...) }
-  }
-
-  /// Records the nodes the load created in the journal, as present before the write with the
-  /// values and stamps they were loaded with.
-  func recordLoaded() {
-    guard let persistence else { return }
-    journal.recordLoaded(persistence.loaded)
-    persistence.loaded.removeAll()
   }
 
   /// Drops from `value` its nested entities of persisted types that are neither in memory nor
@@ -500,14 +492,6 @@ extension _MapCore {
       remove(positions, &value)
     }
     return true
-  }
-
-  /// Marks a node a load created: no write touches it again at this level, and the load
-  /// records it as present before the write when it ends.
-  @usableFromInline
-  func noteLoaded(_ node: _AnyNode) {
-    node.s.journalMark = journal.mark
-    persistence?.loaded.append(node)
   }
 
   /// Loads the persisted entities nested in `value`, at any depth, that are not in memory.
@@ -581,9 +565,9 @@ extension _MapCore {
     withTable(T.self) { table in
       guard let persisted = table.persisted else { return }
       if list {
-        prepare(aliasNode(id, witness: table.collectionAliasWitness), persisted) { $0 }
+        prepare(registry.aliasNode(id, witness: table.collectionAliasWitness), persisted) { $0 }
       } else {
-        prepare(aliasNode(id, witness: table.aliasWitness), persisted) { $0.first }
+        prepare(registry.aliasNode(id, witness: table.aliasWitness), persisted) { $0.first }
       }
     }
   }
@@ -603,10 +587,10 @@ extension _MapCore {
     let table = registry.table(for: T.self)
     guard let value = make(ids.compactMap { table.node($0)?.value }) else { return }
     let events = outbox.events.count
-    noteLoaded(node)
+    journal.noteLoaded(node)
     if let stamp { node.s.stamp = stamp }
     pass.run(into: node, payload: value, stamp: nil, call: nil, nesting: .load)
-    recordLoaded()
+    journal.recordLoaded()
     if outbox.events.count > events { outbox.events.removeSubrange(events...) }
   }
 

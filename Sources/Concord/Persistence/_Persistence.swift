@@ -54,9 +54,6 @@ final class _Persistence: @unchecked Sendable {
   /// The entities being loaded, so that a cycle of persisted aggregates loads each once; see
   /// `_MapCore.load(_:into:)`.
   var loading: Set<_RowKey> = []
-  /// The nodes the load under way created, recorded in the journal as present before the
-  /// write when it ends; see `_MapCore.admitLoaded(_:stamp:in:)`.
-  var loaded: [_AnyNode] = []
   /// The persisted types' kinds, by type, and the types of each kind.
   var kinds: [ObjectIdentifier: String] = [:]
   var kindOwners: [String: ObjectIdentifier] = [:]

@@ -1,14 +1,4 @@
 extension _MapCore {
-  /// The consumers of `T`, made on first use.
-  @inlinable
-  func consumers<T: Identifiable & Sendable>(of _: T.Type) -> _Consumers<T> {
-    let table = registry.table(for: T.self)
-    if let consumers = table.consumers { return consumers }
-    let made = _Consumers(table: table)
-    table.consumers = made
-    return made
-  }
-
   /// Runs `start` now, in a write that has changed nothing yet, or when the current write
   /// commits, after the change log has fed the consumers already there: a query starts from
   /// committed state, and never sees a write that was under way when it opened.
@@ -35,7 +25,7 @@ extension _MapCore {
     query.adopt()
     let held = holdForHandle(query)
     startNowOrAtCommit { [self] in
-      let consumers = consumers(of: T.self)
+      let consumers = registry.table(for: T.self).makeConsumersIfNeeded()
       query.consumers = consumers
       let nodes = table.slots.nodes.filter { slot in
         slot._withUnsafeGuaranteedRef { filter?($0.value) ?? true }
@@ -59,7 +49,7 @@ extension _MapCore {
     query.adopt()
     let held = holdForHandle(query)
     startNowOrAtCommit { [self] in
-      let consumers = consumers(of: T.self)
+      let consumers = registry.table(for: T.self).makeConsumersIfNeeded()
       query.consumers = consumers
       consumers.index(on: keyPath).open(query, key: key, self)
     }
@@ -71,7 +61,7 @@ extension _MapCore {
   @inlinable
   func openCollector<T: Identifiable & Sendable>(_: T.Type) -> _CollectorSink<T> {
     let sink = _CollectorSink<T>()
-    consumers(of: T.self).attach(sink: sink, self)
+    registry.table(for: T.self).makeConsumersIfNeeded().attach(sink: sink, self)
     return sink
   }
 

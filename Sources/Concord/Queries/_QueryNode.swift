@@ -150,7 +150,7 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
       value.insert(new, at: index)
       members.insert(_QueryMember(node), at: index)
       memberIDs.insert(ObjectIdentifier(node))
-      core.holdForQuery(node)
+      core.lifetime.hold(node, pinning: core)
       return
     }
     let fits =
@@ -202,7 +202,7 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
     value = entries.map(\.value)
     members = entries.map(\.member)
     memberIDs = Set(nodes.lazy.map { ObjectIdentifier($0.takeUnretainedValue()) })
-    for node in nodes { node._withUnsafeGuaranteedRef { core.holdForQuery($0) } }
+    for node in nodes { node._withUnsafeGuaranteedRef { core.lifetime.hold($0, pinning: core) } }
     isStarted = true
   }
 
@@ -257,14 +257,5 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
       // membership with a brute-force filter and sort.
     }
     return nil
-  }
-}
-
-extension _MapCore {
-  /// One more hold on `node`, from a live query that has it as a member.
-  @inlinable
-  func holdForQuery(_ node: _AnyNode) {
-    lifetime.unbuffer(node)
-    lifetime.takeExternalHold(on: node, pinning: self)
   }
 }

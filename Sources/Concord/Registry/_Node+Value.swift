@@ -30,7 +30,7 @@ extension _Node {
   }
 
   /// Rebuilds the value from the current values of its children, cutting cycles; see
-  /// `_Materialize.swift`.
+  /// `_Node+Materialize.swift`.
   @inlinable
   final func _materialize() {
     guard cycle == 0 else {
@@ -272,7 +272,7 @@ extension _Node {
     .value(value, version: version, to: [subscriber])
   }
 
-  // MARK: Checks (see `_Invariants.swift`)
+  // MARK: Checks (see `_MapCore+Invariants.swift`)
 
   /// Whether the node's `.mergeable` and `.leaf` flags say what its schema says.
   @usableFromInline

@@ -56,7 +56,7 @@ struct _PassBits: OptionSet, Sendable {
   @inlinable static var visited: _PassBits { _PassBits(rawValue: 1 << 3) }
   /// Its final value for this pass is computed.
   @inlinable static var settled: _PassBits { _PassBits(rawValue: 1 << 4) }
-  /// On the path of the value being materialized; see `_Materialize.swift`.
+  /// On the path of the value being materialized; see `_Node+Materialize.swift`.
   @inlinable static var onPath: _PassBits { _PassBits(rawValue: 1 << 5) }
   /// Taken out by the removal being computed.
   @inlinable static var removing: _PassBits { _PassBits(rawValue: 1 << 6) }
@@ -140,7 +140,7 @@ struct _ParentRef {
 ///   this node, after the first one (`_NodeState.firstParent`).
 /// - `subscribers`: callbacks and streams observing this node; each is a `_Subscriber<Value>`.
 /// - `cycle`: nonzero when the node lies on a cycle by identity: the number of the strongly
-///   connected part of the graph it belongs to. See `_Materialize.swift`.
+///   connected part of the graph it belongs to. See `_Node+Materialize.swift`.
 @usableFromInline
 final class _NodeExtras {
   // NB: see `_AnyNode.s` on exclusivity checks.

@@ -70,36 +70,46 @@ struct _Registry {
     tables.count <= Self.scanLimit ? tableKeys.firstIndex(of: key) : tableIndex[key]
   }
 
+  // MARK: Alias slots
+
+  /// The slot of the alias `id`, holding a `Wrapped?`, created empty with `witness` if there
+  /// is none.
+  ///
+  /// The caller must hold the slot (with a handle) or write to it: an empty slot nobody holds
+  /// is purged when the write ends.
+  @usableFromInline
+  mutating func aliasNode<Wrapped: Sendable>(
+    _ id: _AliasID, witness: _Witness
+  ) -> _AliasNode<Wrapped> {
+    if let existing = aliases[id] {
+      // NB: the id includes the value type, so the slot has this type.
+      return unsafeDowncast(existing, to: _AliasNode<Wrapped>.self)
+    }
+    let node = _AliasNode<Wrapped>(id: id, witness: witness)
+    aliases[id] = node
+    return node
+  }
+
+  /// The slot of the single alias `id` of `T`, created empty if there is none; see
+  /// `aliasNode(_:witness:)`.
+  @inlinable
+  mutating func aliasSlot<T: Identifiable & Sendable>(_ id: _AliasID, of _: T.Type) -> _AliasNode<T>
+  {
+    let table = table(for: T.self)
+    return aliasNode(id, witness: table.aliasWitness)
+  }
+
+  /// The slot of the collection alias `id` of `T`, created empty if there is none.
+  @inlinable
+  mutating func collectionAliasSlot<T: Identifiable & Sendable>(_ id: _AliasID, of _: T.Type)
+    -> _AliasNode<[T]>
+  {
+    let table = table(for: T.self)
+    return aliasNode(id, witness: table.collectionAliasWitness)
+  }
+
   /// Calls `body` with every registered entity node.
   func forEachEntityNode(_ body: (_AnyNode) -> Void) {
     for table in tables { table.forEachNode(body) }
-  }
-}
-
-extension _MapCore {
-  /// The table of entity type `T`, unretained, or `nil` if it has none yet.
-  ///
-  /// NB: unlike `cachedTable(for:)`, it changes nothing, neither the last table looked up nor
-  /// the tables: readers sharing the lock call it at once.
-  @inlinable
-  func existingTable<T: Identifiable & Sendable>(for _: T.Type) -> Unmanaged<_AnyTable>? {
-    let key = ObjectIdentifier(T.self)
-    if registry.lastKey == key { return registry.lastTable }
-    return lookUpTable(key)
-  }
-
-  /// `existingTable(for:)` past the last table looked up.
-  @usableFromInline @inline(never)
-  func lookUpTable(_ key: ObjectIdentifier) -> Unmanaged<_AnyTable>? {
-    registry.position(of: key).map { registry.tableRefs[$0] }
-  }
-
-  /// Calls `body` with the table of entity type `T`, borrowed without reference counting (rule
-  /// 1 of `_Lifetime.swift`).
-  @inlinable
-  func withTable<T: Identifiable & Sendable, R>(_: T.Type, _ body: (_Table<T>) -> R) -> R {
-    registry.cachedTable(for: T.self)._withUnsafeGuaranteedRef {
-      body(unsafeDowncast($0, to: _Table<T>.self))
-    }
   }
 }

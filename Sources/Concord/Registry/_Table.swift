@@ -196,6 +196,15 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
     slots.updateValue(.passRetained(node), forKey: node.value.id).map { $0.takeRetainedValue() }
   }
 
+  /// The consumers of `T`, made on first use: a query or collector is about to attach.
+  @inlinable
+  func makeConsumersIfNeeded() -> _Consumers<T> {
+    if let consumers { return consumers }
+    let made = _Consumers(table: self)
+    consumers = made
+    return made
+  }
+
   // MARK: Witnesses of lists, queries and aliases
 
   /// The witness of the batch lists of `T`.

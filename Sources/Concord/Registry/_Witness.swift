@@ -121,7 +121,7 @@ final class _Witness {
   /// one now, or none); see `_Layers.swift`.
   let makeShadow: (_AnyNode, Int32, Stamp) -> _AnyShadow?
 
-  // MARK: Checks (see `_Invariants.swift`)
+  // MARK: Checks (see `_MapCore+Invariants.swift`)
 
   /// Whether every child slot holds its child's stored value, and the flags say what the
   /// schema says; then for a query, what is wrong with it, if anything.

@@ -122,7 +122,7 @@ extension _MapCore {
         shadow = made
         layers.shadows[key] = made
         layers.order.append(made)
-        holdForQuery(node)
+        lifetime.hold(node, pinning: self)
       }
       shadow.push(layer.serial)
       layer.nodes.append(node)
@@ -178,13 +178,5 @@ extension _MapCore {
     withExtendedLifetime(self) {
       for (layer, commit) in deferred { end(layer, commit: commit) }
     }
-  }
-}
-
-extension Stamp {
-  /// Whether the two are the same stamp, NaN (no stamp) included.
-  @inlinable
-  func _isSame(as other: Stamp) -> Bool {
-    self == other || (isNaN && other.isNaN)
   }
 }

@@ -93,7 +93,7 @@ extension _MapCore {
         // NB: the body may have removed the entity through a nested write; the node is still
         // there to ask (see above).
         guard !node.s.flags.contains(.removed) else { return false }
-        let effective = updateStamp(of: value, from: node.value, schema: schema, call: stamp)
+        let effective = schema.stamp(of: value, replacing: node.value, call: stamp)
         guard value.id == id else {
           store(value, stamp: stamp, held: false) { _ in }
           return true
@@ -106,14 +106,5 @@ extension _MapCore {
         return true
       }
     }
-  }
-
-  /// The stamp of an `update` whose body turned `old` into `new`: the new value's own when it
-  /// is ``Stamped`` and the body changed it; otherwise the call's (and with none, the write is
-  /// unstamped and keeps the stored stamp).
-  @inlinable
-  func updateStamp<V>(of new: V, from old: V, schema: _Schema<V>, call: Stamp?) -> Stamp? {
-    guard let stampOf = schema.stamp, let newStamp = stampOf(new) else { return call }
-    return newStamp == stampOf(old) ? call : newStamp
   }
 }
