@@ -105,7 +105,14 @@ extension _Pass {
       let goesFurther =
         goesFurther || parent.hasParents || parent.cycle != 0
         || parent.s.flags.contains(.alias)
-      guard parent.s.bits.isDisjoint(with: [.settled, .claimed]) else { return goesFurther }
+      // NB: a claimed parent is rebuilt from its children when the pass rebuilds; otherwise
+      // its slots hold what its claim wrote, and a child another occurrence changed (one
+      // nested in an aggregate written bit for bit as stored, which is not expanded) is
+      // patched in like any other.
+      let bits = parent.s.bits
+      guard !bits.contains(.settled), !(rebuilds && bits.contains(.claimed)) else {
+        return goesFurther
+      }
       withCore { core in
         if core.journal.recordsPatch(of: parent, core.audience) {
           core.journal.touch(parent, core.audience)
