@@ -1,5 +1,8 @@
 import _ConcordAtomics
 
+#if canImport(os)
+  import os
+#endif
 #if canImport(Darwin)
   import Darwin
 #elseif canImport(Glibc)
@@ -24,12 +27,20 @@ import _ConcordAtomics
 /// }
 /// ```
 ///
-/// How: a reader counts itself in its thread's stripe of a striped counter, then checks that
-/// no writer holds the lock; a writer takes the lock word, then waits until every stripe in use
-/// is empty. Each side writes before it reads what the other writes, in sequentially
-/// consistent order, so that at least one of them sees the other: the reader then steps back
-/// and waits for the write. Once a writer holds the word, new readers step back: readers
-/// cannot starve it. Threads that wait long sleep on a pthread condition variable.
+/// How. The exclusive side is an owned lock of the platform: `os_unfair_lock` on Darwin, a
+/// pthread mutex elsewhere. A writer takes it, so that a thread waiting for the writer sleeps
+/// in the kernel on a lock whose owner the kernel knows: on Darwin it lends that owner its
+/// priority, and a main-thread `find` waiting behind a utility-QoS write speeds the write up
+/// instead of waiting for it. Holding the owned lock, the writer raises `word`'s ``held`` bit,
+/// then waits for the readers already in. A reader counts itself in its thread's stripe of a
+/// striped counter, then checks the bit. Each side writes before it reads what the other
+/// writes, in sequentially consistent order, so that at least one of them sees the other: a
+/// reader that sees the bit steps back, and waits for the writer by taking and giving back
+/// the owned lock (after a few checks, so that a short write costs no sleep). Once a writer
+/// holds the bit, new readers step back: readers cannot starve it. A writer that still finds
+/// readers in after a few checks sleeps on a condition variable; the last of them to leave
+/// while the ``drainWaiting`` bit is up wakes it. Nothing waits by spinning for longer than
+/// those few checks.
 ///
 /// NB: not `pthread_rwlock_t`: its readers all write one word, twice per read, and on two
 /// cores two readers went no faster than behind a mutex (`concurrent.read90` stayed about 2×
@@ -42,12 +53,12 @@ import _ConcordAtomics
 /// measures the same lock.
 @usableFromInline
 package final class ReadWriteLock: @unchecked Sendable {
-  // NB: @unchecked because the state lives behind a pointer; the atomics, the mutex and the
-  // condition variable make it safe to share.
+  // NB: @unchecked because the state lives behind a pointer; the atomics, the owned lock, the
+  // drain mutex and the condition variable make it safe to share.
 
-  /// The memory of the lock: the mutex and condition variable threads sleep on, then, on
-  /// cache lines of their own, the state (`word`, `owner`, `depth`, `stripesInUse`), which
-  /// every reader reads.
+  /// The memory of the lock: the owned lock, the drain mutex and the condition variable a
+  /// writer sleeps on, then, on cache lines of their own, the state (`word`, `owner`, `depth`,
+  /// `stripesInUse`), which every reader reads.
   @usableFromInline let base: UnsafeMutableRawPointer
 
   /// How many readers of each thread hold the lock, or are about to.
@@ -60,19 +71,31 @@ package final class ReadWriteLock: @unchecked Sendable {
   /// `word`'s bit while a writer holds the lock.
   @usableFromInline static var held: Int { 1 }
 
-  /// `word`'s bit while a thread sleeps until the writer lets go.
-  @usableFromInline static var sleepers: Int { 2 }
+  /// `word`'s bit while the writer sleeps until the readers already in have left.
+  @usableFromInline static var drainWaiting: Int { 2 }
 
-  /// How many times a waiting thread checks again before it sleeps (or, for a writer waiting
-  /// for readers, yields the processor).
+  /// How many times a waiting thread checks again before it sleeps.
   @usableFromInline static var spinLimit: Int { 100 }
 
-  /// Where the condition variable starts: past the mutex.
-  @usableFromInline static var conditionOffset: Int {
-    (MemoryLayout<pthread_mutex_t>.size + 15) & ~15
+  #if canImport(os)
+    /// The owned lock that writers take and waiting threads sleep on.
+    @usableFromInline typealias OwnedLock = os_unfair_lock
+  #else
+    /// The owned lock that writers take and waiting threads sleep on.
+    @usableFromInline typealias OwnedLock = pthread_mutex_t
+  #endif
+
+  /// Where the drain mutex starts: past the owned lock.
+  @usableFromInline static var drainMutexOffset: Int {
+    (MemoryLayout<OwnedLock>.size + 15) & ~15
   }
 
-  /// Where the state starts: past the mutex and the condition variable.
+  /// Where the condition variable starts: past the drain mutex.
+  @usableFromInline static var conditionOffset: Int {
+    (drainMutexOffset + MemoryLayout<pthread_mutex_t>.size + 15) & ~15
+  }
+
+  /// Where the state starts: past the condition variable, on a line of its own.
   @usableFromInline static var stateOffset: Int {
     (conditionOffset + MemoryLayout<pthread_cond_t>.size + lineSize - 1) / lineSize * lineSize
   }
@@ -81,8 +104,15 @@ package final class ReadWriteLock: @unchecked Sendable {
   package init() {
     base = .allocate(byteCount: Self.stateOffset + Self.lineSize, alignment: Self.lineSize)
     (base + Self.stateOffset).initializeMemory(as: Int.self, repeating: 0, count: 4)
-    let mutex = base.initializeMemory(as: pthread_mutex_t.self, repeating: .init(), count: 1)
-    Lock.check(pthread_mutex_init(mutex, nil), "pthread_mutex_init")
+    #if canImport(os)
+      base.initializeMemory(as: os_unfair_lock.self, repeating: os_unfair_lock(), count: 1)
+    #else
+      let owned = base.initializeMemory(as: pthread_mutex_t.self, repeating: .init(), count: 1)
+      Lock.check(pthread_mutex_init(owned, nil), "pthread_mutex_init")
+    #endif
+    let drain = (base + Self.drainMutexOffset).initializeMemory(
+      as: pthread_mutex_t.self, repeating: .init(), count: 1)
+    Lock.check(pthread_mutex_init(drain, nil), "pthread_mutex_init")
     let condition = (base + Self.conditionOffset).initializeMemory(
       as: pthread_cond_t.self, repeating: .init(), count: 1)
     Lock.check(pthread_cond_init(condition, nil), "pthread_cond_init")
@@ -90,24 +120,33 @@ package final class ReadWriteLock: @unchecked Sendable {
 
   deinit {
     Lock.check(pthread_cond_destroy(condition), "pthread_cond_destroy")
-    Lock.check(pthread_mutex_destroy(mutex), "pthread_mutex_destroy")
+    Lock.check(pthread_mutex_destroy(drainMutex), "pthread_mutex_destroy")
+    #if !canImport(os)
+      Lock.check(pthread_mutex_destroy(owned), "pthread_mutex_destroy")
+    #endif
     base.deallocate()
   }
 
-  /// Guards sleeping and waking; never held otherwise.
+  /// The lock a writer holds, and a thread waiting for the writer sleeps on.
   @inlinable
-  var mutex: UnsafeMutablePointer<pthread_mutex_t> {
-    base.assumingMemoryBound(to: pthread_mutex_t.self)
+  var owned: UnsafeMutablePointer<OwnedLock> {
+    base.assumingMemoryBound(to: OwnedLock.self)
   }
 
-  /// What sleepers wait on: the writer letting go.
+  /// Guards the writer's sleep until the readers leave; never held otherwise.
+  @inlinable
+  var drainMutex: UnsafeMutablePointer<pthread_mutex_t> {
+    (base + Self.drainMutexOffset).assumingMemoryBound(to: pthread_mutex_t.self)
+  }
+
+  /// What a writer waiting for readers sleeps on: the last of them leaving.
   @inlinable
   var condition: UnsafeMutablePointer<pthread_cond_t> {
     (base + Self.conditionOffset).assumingMemoryBound(to: pthread_cond_t.self)
   }
 
-  /// ``held`` while a writer holds the lock, plus ``sleepers`` if a thread sleeps until it
-  /// lets go; 0 when no writer holds it. Atomic.
+  /// ``held`` while a writer holds the lock, plus ``drainWaiting`` while it sleeps until the
+  /// readers leave; 0 when no writer holds it. Atomic.
   @inlinable
   var word: UnsafeMutablePointer<Int> {
     (base + Self.stateOffset).assumingMemoryBound(to: Int.self)
@@ -126,6 +165,43 @@ package final class ReadWriteLock: @unchecked Sendable {
   @inlinable
   var stripesInUse: UnsafeMutablePointer<Int> { word + 3 }
 
+  // MARK: The owned lock
+
+  /// Takes the owned lock: a few tries, then asleep until its owner lets go, lending the owner
+  /// this thread's priority where the platform does.
+  @usableFromInline
+  func takeOwned() {
+    for _ in 0..<Self.spinLimit {
+      if tryOwned() { return }
+      _concord_spin_pause()
+    }
+    #if canImport(os)
+      os_unfair_lock_lock(owned)
+    #else
+      Lock.check(pthread_mutex_lock(owned), "pthread_mutex_lock")
+    #endif
+  }
+
+  /// Takes the owned lock if no other thread holds it.
+  @inlinable
+  func tryOwned() -> Bool {
+    #if canImport(os)
+      os_unfair_lock_trylock(owned)
+    #else
+      pthread_mutex_trylock(owned) == 0
+    #endif
+  }
+
+  /// Gives back the owned lock.
+  @inlinable
+  func giveBackOwned() {
+    #if canImport(os)
+      os_unfair_lock_unlock(owned)
+    #else
+      Lock.check(pthread_mutex_unlock(owned), "pthread_mutex_unlock")
+    #endif
+  }
+
   // MARK: Exclusive
 
   /// Blocks until the calling thread holds the lock exclusively; takes it once more if it
@@ -137,28 +213,17 @@ package final class ReadWriteLock: @unchecked Sendable {
       depth.pointee += 1
       return
     }
-    if !_concord_compare_exchange_seq_cst_word(word, 0, Self.held) { takeWordSlowly() }
+    if !tryOwned() { takeOwned() }
+    // NB: sequentially consistent: ordered before the reads of the readers' stripes, as each
+    // reader's count is before its read of the word.
+    _concord_store_seq_cst_word(word, Self.held)
     waitForReaders()
     _concord_store_relaxed_word(owner, thread)
     depth.pointee = 1
   }
 
-  /// Takes the lock word from another writer: a few tries, then asleep until it lets go.
-  @usableFromInline
-  func takeWordSlowly() {
-    var spins = 0
-    while !_concord_compare_exchange_seq_cst_word(word, 0, Self.held) {
-      spins += 1
-      if spins < Self.spinLimit {
-        _concord_spin_pause()
-      } else {
-        sleepWhileHeld()
-      }
-    }
-  }
-
-  /// Waits until the readers already in have left. NB: they only read, and briefly, but one
-  /// may have lost its processor: past a few checks, this thread yields its own.
+  /// Waits until the readers already in have left: a few checks, then asleep until the last
+  /// of them wakes this thread.
   @inlinable
   func waitForReaders() {
     var inUse = _concord_load_seq_cst_word(stripesInUse)
@@ -168,9 +233,31 @@ package final class ReadWriteLock: @unchecked Sendable {
       var spins = 0
       while _concord_load_seq_cst_word(counter) != 0 {
         spins += 1
-        if spins < Self.spinLimit { _concord_spin_pause() } else { sched_yield() }
+        if spins < Self.spinLimit {
+          _concord_spin_pause()
+        } else {
+          sleepUntilLeft(counter)
+        }
       }
     }
+  }
+
+  /// Sleeps until `counter`, a stripe of ``readers``, is empty.
+  ///
+  /// NB: the ``drainWaiting`` bit goes up while holding the drain mutex, before the stripe is
+  /// read again, and a leaving reader takes its count down before it reads the bit, both in
+  /// sequentially consistent order: either this thread sees the count gone, or the reader sees
+  /// the bit, and then takes the drain mutex to wake it, which it cannot do before this thread
+  /// sleeps.
+  @usableFromInline
+  func sleepUntilLeft(_ counter: UnsafeMutablePointer<Int>) {
+    Lock.check(pthread_mutex_lock(drainMutex), "pthread_mutex_lock")
+    _concord_or_seq_cst_word(word, Self.drainWaiting)
+    while _concord_load_seq_cst_word(counter) != 0 {
+      Lock.check(pthread_cond_wait(condition, drainMutex), "pthread_cond_wait")
+    }
+    _concord_store_seq_cst_word(word, Self.held)
+    Lock.check(pthread_mutex_unlock(drainMutex), "pthread_mutex_unlock")
   }
 
   /// Gives back one exclusive hold of the lock; the last one releases it. The calling thread
@@ -183,35 +270,8 @@ package final class ReadWriteLock: @unchecked Sendable {
     depth.pointee -= 1
     guard depth.pointee == 0 else { return }
     _concord_store_relaxed_word(owner, 0)
-    if _concord_exchange_release_word(word, 0) & Self.sleepers != 0 { wakeSleepers() }
-  }
-
-  /// Wakes every thread sleeping until the writer let go.
-  @usableFromInline
-  func wakeSleepers() {
-    Lock.check(pthread_mutex_lock(mutex), "pthread_mutex_lock")
-    Lock.check(pthread_cond_broadcast(condition), "pthread_cond_broadcast")
-    Lock.check(pthread_mutex_unlock(mutex), "pthread_mutex_unlock")
-  }
-
-  /// Sleeps until no writer holds the lock, if one does.
-  ///
-  /// NB: the ``sleepers`` bit is set while holding the mutex, and the writer's `unlock()`
-  /// clears the word and reads the bit in one exchange, then takes the mutex to wake: a
-  /// writer cannot let go between this thread's check and its sleep unseen.
-  @usableFromInline
-  func sleepWhileHeld() {
-    Lock.check(pthread_mutex_lock(mutex), "pthread_mutex_lock")
-    while true {
-      let state = _concord_load_relaxed_word(word)
-      guard state & Self.held != 0 else { break }
-      if state & Self.sleepers != 0
-        || _concord_compare_exchange_seq_cst_word(word, state, state | Self.sleepers)
-      {
-        Lock.check(pthread_cond_wait(condition, mutex), "pthread_cond_wait")
-      }
-    }
-    Lock.check(pthread_mutex_unlock(mutex), "pthread_mutex_unlock")
+    _concord_store_release_word(word, 0)
+    giveBackOwned()
   }
 
   /// Runs `body` while holding the lock exclusively.
@@ -261,37 +321,44 @@ package final class ReadWriteLock: @unchecked Sendable {
       _concord_add_seq_cst_word(counter, 1)
       if _concord_load_seq_cst_word(word) & Self.held == 0 { return true }
       // NB: a writer holds the word, and may wait for this stripe: step back, and wait for it.
-      leave(counter, isOwn: isOwn)
+      leave(counter)
       waitForWriter()
     }
   }
 
-  /// Takes one reader off `counter`, a stripe of ``readers``; `isOwn` if only this thread
-  /// writes it. Release order: what the reader read happens before a writer that sees it gone
-  /// writes.
+  /// Takes one reader off `counter`, a stripe of ``readers``, and wakes the writer if it sleeps
+  /// until the readers leave. Sequentially consistent: what the reader read happens before a
+  /// writer that sees it gone writes, and the count goes down before the reader reads the word
+  /// (see `sleepUntilLeft(_:)`).
   @inlinable
-  func leave(_ counter: UnsafeMutablePointer<Int>, isOwn: Bool) {
-    if isOwn {
-      _concord_store_release_word(counter, _concord_load_relaxed_word(counter) &- 1)
-    } else {
-      _concord_add_release_word(counter, -1)
-    }
+  func leave(_ counter: UnsafeMutablePointer<Int>) {
+    _concord_add_seq_cst_word(counter, -1)
+    if _concord_load_seq_cst_word(word) & Self.drainWaiting != 0 { wakeWriter() }
   }
 
-  /// Waits until no writer holds the lock: a few checks, then asleep.
+  /// Wakes the writer sleeping until the readers leave.
+  @usableFromInline
+  func wakeWriter() {
+    Lock.check(pthread_mutex_lock(drainMutex), "pthread_mutex_lock")
+    Lock.check(pthread_cond_broadcast(condition), "pthread_cond_broadcast")
+    Lock.check(pthread_mutex_unlock(drainMutex), "pthread_mutex_unlock")
+  }
+
+  /// Waits until no writer holds the lock: a few checks, then asleep on the owned lock, which
+  /// the writer holds, until it lets go.
   @usableFromInline
   func waitForWriter() {
     for _ in 0..<Self.spinLimit {
       if _concord_load_relaxed_word(word) & Self.held == 0 { return }
       _concord_spin_pause()
     }
-    sleepWhileHeld()
+    takeOwned()
+    giveBackOwned()
   }
 
   /// Releases a shared hold that ``lockShared()`` took, on the same thread.
   @inlinable
   package func unlockShared() {
-    let (counter, isOwn) = readers.stripe(of: _concord_thread_index())
-    leave(counter, isOwn: isOwn)
+    leave(readers.stripe(of: _concord_thread_index()).counter)
   }
 }
