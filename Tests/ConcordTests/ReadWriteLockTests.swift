@@ -8,11 +8,17 @@ import _ConcordAtomics
 /// Two numbers a writer keeps equal, behind a lock.
 final class Pair: @unchecked Sendable {
   // NB: @unchecked because both are only touched while holding `lock`.
-  let lock = ReadWriteLock()
+  let lock: ReadWriteLock
   var first = 0
   var second = 0
+
+  init(spinLimit: Int) {
+    lock = ReadWriteLock(spinLimit: spinLimit)
+  }
 }
 
+// NB: the other side of each wait runs on a thread of its own, not on a dispatch queue: a test
+// that waits by yielding holds a thread of the pool the queue would need.
 @Suite("ReadWriteLock: the map's lock")
 struct ReadWriteLockTests {
   @Test("The exclusive side is re-entrant, and a shared hold is refused to its owner")
@@ -37,7 +43,7 @@ struct ReadWriteLockTests {
     #expect(lock.lockShared())
     // A writer on another thread takes the lock word, then waits for this reader.
     let written = DispatchSemaphore(value: 0)
-    DispatchQueue.global().async {
+    Thread.detachNewThread {
       lock.withLock {}
       written.signal()
     }
@@ -51,10 +57,52 @@ struct ReadWriteLockTests {
     lock.unlockShared()
   }
 
+  @Test("A writer waiting for a reader sleeps until the reader leaves", .timeLimit(.minutes(1)))
+  func aWriterSleepsUntilTheReadersLeave() {
+    let lock = ReadWriteLock(spinLimit: 0)
+    #expect(lock.lockShared())
+    let written = DispatchSemaphore(value: 0)
+    Thread.detachNewThread {
+      lock.withLock {}
+      written.signal()
+    }
+    // The writer says it sleeps until the readers leave; it cannot be in.
+    while _concord_load_seq_cst_word(lock.word) & ReadWriteLock.drainWaiting == 0 { sched_yield() }
+    #expect(written.wait(timeout: .now()) == .timedOut)
+    lock.unlockShared()
+    written.wait()
+    #expect(_concord_load_seq_cst_word(lock.word) == 0)
+    #expect(lock.lockShared())
+    lock.unlockShared()
+  }
+
   @Test(
-    "Readers never see a write half done, and every write lands", arguments: [1, 2] as [UInt64])
-  func readersAndWriters(seed: UInt64) async {
-    let pair = Pair()
+    "A reader waiting for a writer sleeps on the writer's lock and reads what it wrote",
+    .timeLimit(.minutes(1)))
+  func aReaderSleepsUntilTheWriterLeaves() {
+    let pair = Pair(spinLimit: 0)
+    pair.lock.lock()
+    let read = DispatchSemaphore(value: 0)
+    let seen = Locked(-1)
+    Thread.detachNewThread {
+      precondition(pair.lock.lockShared(), "a reader holding the lock exclusively")
+      seen.withValue { $0 = pair.first }
+      pair.lock.unlockShared()
+      read.signal()
+    }
+    // NB: with no spins, a reader that meets the writer sleeps on the owned lock at once.
+    pair.first = 1
+    #expect(read.wait(timeout: .now()) == .timedOut)
+    pair.lock.unlock()
+    read.wait()
+    #expect(seen.value == 1)
+  }
+
+  @Test(
+    "Readers never see a write half done, and every write lands",
+    arguments: [1, 2] as [UInt64], [0, 100])
+  func readersAndWriters(seed: UInt64, spinLimit: Int) async {
+    let pair = Pair(spinLimit: spinLimit)
     let threads = 4
     let steps = max(2_000, randomSteps(share: 20))
     let torn = Locked(0)

@@ -75,7 +75,7 @@ package final class ReadWriteLock: @unchecked Sendable {
   @usableFromInline static var drainWaiting: Int { 2 }
 
   /// How many times a waiting thread checks again before it sleeps.
-  @usableFromInline static var spinLimit: Int { 100 }
+  @usableFromInline let spinLimit: Int
 
   #if canImport(os)
     /// The owned lock that writers take and waiting threads sleep on.
@@ -100,8 +100,10 @@ package final class ReadWriteLock: @unchecked Sendable {
     (conditionOffset + MemoryLayout<pthread_cond_t>.size + lineSize - 1) / lineSize * lineSize
   }
 
-  /// Creates an unlocked lock.
-  package init() {
+  /// Creates an unlocked lock whose waiting threads check `spinLimit` times before they
+  /// sleep. (Tests pass 0, so that every wait sleeps.)
+  package init(spinLimit: Int = 100) {
+    self.spinLimit = spinLimit
     base = .allocate(byteCount: Self.stateOffset + Self.lineSize, alignment: Self.lineSize)
     (base + Self.stateOffset).initializeMemory(as: Int.self, repeating: 0, count: 4)
     #if canImport(os)
@@ -171,7 +173,7 @@ package final class ReadWriteLock: @unchecked Sendable {
   /// this thread's priority where the platform does.
   @usableFromInline
   func takeOwned() {
-    for _ in 0..<Self.spinLimit {
+    for _ in 0..<spinLimit {
       if tryOwned() { return }
       _concord_spin_pause()
     }
@@ -233,7 +235,7 @@ package final class ReadWriteLock: @unchecked Sendable {
       var spins = 0
       while _concord_load_seq_cst_word(counter) != 0 {
         spins += 1
-        if spins < Self.spinLimit {
+        if spins < spinLimit {
           _concord_spin_pause()
         } else {
           sleepUntilLeft(counter)
@@ -348,7 +350,7 @@ package final class ReadWriteLock: @unchecked Sendable {
   /// the writer holds, until it lets go.
   @usableFromInline
   func waitForWriter() {
-    for _ in 0..<Self.spinLimit {
+    for _ in 0..<spinLimit {
       if _concord_load_relaxed_word(word) & Self.held == 0 { return }
       _concord_spin_pause()
     }
