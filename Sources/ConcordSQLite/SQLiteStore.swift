@@ -37,16 +37,26 @@ public final class SQLiteStore: PersistentStore, @unchecked Sendable {
 
   /// Why a store could not be opened or used.
   public struct Error: Swift.Error, Hashable, Sendable, CustomStringConvertible {
-    /// What went wrong, in general.
-    public enum Kind: Hashable, Sendable {
+    /// What went wrong, in general. Compare it with `==`, or switch over it with a `default`
+    /// case: later versions may add kinds.
+    ///
+    /// NB: a struct over a name rather than an enum, as ``IdentityMapEvent/Kind`` is, so that a
+    /// new kind of failure does not break an exhaustive `switch`.
+    public struct Kind: Hashable, Sendable, CustomStringConvertible {
+      private let name: String
+      private init(_ name: String) { self.name = name }
+
       /// The path could not be opened: a missing or unwritable directory, say.
-      case cannotOpen
+      public static let cannotOpen = Kind("cannotOpen")
       /// The file exists but is not an SQLite database.
-      case notADatabase
+      public static let notADatabase = Kind("notADatabase")
       /// The database was written by a newer version of this library.
-      case newerSchema
+      public static let newerSchema = Kind("newerSchema")
       /// SQLite reported an error while reading or writing.
-      case sqlite
+      public static let sqlite = Kind("sqlite")
+
+      /// The kind's name, such as `cannotOpen`.
+      public var description: String { name }
     }
 
     /// What went wrong.

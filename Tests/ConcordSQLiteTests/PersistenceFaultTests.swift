@@ -52,7 +52,14 @@ struct PersistenceFaultTests {
       try SQLiteStore(path: directory.database)
     }
     #expect(error?.kind == .notADatabase)
+    #expect(error?.kind.description == "notADatabase")
     #expect(error?.description.contains("not an SQLite database") == true)
+    // A kind is matched in a switch with a default case: later versions may add kinds.
+    switch error?.kind {
+    case .cannotOpen?, .newerSchema?, .sqlite?, nil: Testing.Issue.record("matched the wrong kind")
+    case .notADatabase?: break
+    default: Testing.Issue.record("matched no kind")
+    }
   }
 
   @Test("A missing directory, or a path under a file, is a clear error")

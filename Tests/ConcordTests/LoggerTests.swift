@@ -93,6 +93,19 @@ struct LoggerTests {
     #expect(IdentityMapEvent.aliasRemoved("me").description == "removed alias \"me\"")
   }
 
+  @Test func aStaleWritesTargetSaysWhatItWasAimedAt() {
+    let toEntity = IdentityMapEvent.discardedStale(
+      .entity(author), storedStamp: 5, incomingStamp: 4)
+    #expect(toEntity.target == .entity(author))
+    #expect(toEntity.target?.entity == author && toEntity.target?.alias == nil)
+    #expect(toEntity.entity == author && toEntity.alias == nil)
+    let toAlias = IdentityMapEvent.discardedStale(.alias("me"), storedStamp: 5, incomingStamp: 4)
+    #expect(toAlias.target == .alias("me") && toAlias.target != .entity(author))
+    #expect(toAlias.target?.alias == "me" && toAlias.target?.entity == nil)
+    #expect(toAlias.alias == "me" && toAlias.entity == nil)
+    #expect(toAlias.target?.description == "alias \"me\"")
+  }
+
   @Test func printLoggerWritesOneLinePerEvent() {
     let lines = Locked<[String]>([])
     let map = IdentityMap(logger: PrintLogger(prefix: ">", output: { lines.append($0) }))

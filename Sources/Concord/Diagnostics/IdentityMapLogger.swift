@@ -42,16 +42,40 @@ extension IdentityMapLogger {
 /// kinds of events without breaking an exhaustive `switch`: switch over ``kind`` with a
 /// `default` case.
 public struct IdentityMapEvent: Hashable, Sendable, CustomStringConvertible {
-  /// What a stale write was aimed at.
-  public enum Target: Hashable, Sendable, CustomStringConvertible {
+  /// What a stale write was aimed at: an entity or the slot of an alias. Make one with
+  /// ``entity(_:)`` or ``alias(_:)``; compare it with `==`, or read ``entity`` and ``alias``.
+  ///
+  /// NB: a struct over an internal enum, as the event is, so that a later version can aim a
+  /// stale write at something new without breaking an exhaustive `switch`.
+  public struct Target: Hashable, Sendable, CustomStringConvertible {
+    private enum Storage: Hashable, Sendable {
+      case entity(EntityReference)
+      case alias(String)
+    }
+
+    private let storage: Storage
+
+    private init(_ storage: Storage) { self.storage = storage }
+
     /// An entity.
-    case entity(EntityReference)
+    public static func entity(_ reference: EntityReference) -> Self { Self(.entity(reference)) }
+
     /// The slot of an alias, by name.
-    case alias(String)
+    public static func alias(_ name: String) -> Self { Self(.alias(name)) }
+
+    /// The entity aimed at; `nil` for an alias.
+    public var entity: EntityReference? {
+      if case .entity(let reference) = storage { reference } else { nil }
+    }
+
+    /// The name of the alias aimed at; `nil` for an entity.
+    public var alias: String? {
+      if case .alias(let name) = storage { name } else { nil }
+    }
 
     /// The entity reference or the alias name.
     public var description: String {
-      switch self {
+      switch storage {
       case .entity(let reference): reference.description
       case .alias(let name): "alias \"\(name)\""
       }
@@ -185,7 +209,7 @@ public struct IdentityMapEvent: Hashable, Sendable, CustomStringConvertible {
     case .stored(let entity, _), .removed(let entity), .released(let entity),
       .undecodableRecord(let entity, _), .changed(let entity, _):
       entity
-    case .discardedStale(.entity(let entity), _, _): entity
+    case .discardedStale(let target, _, _): target.entity
     default: nil
     }
   }
@@ -194,7 +218,7 @@ public struct IdentityMapEvent: Hashable, Sendable, CustomStringConvertible {
   public var alias: String? {
     switch storage {
     case .aliasSet(let name), .aliasRemoved(let name): name
-    case .discardedStale(.alias(let name), _, _): name
+    case .discardedStale(let target, _, _): target.alias
     default: nil
     }
   }

@@ -8,6 +8,10 @@
 ///   }
 /// }
 /// ```
+///
+/// NB: a closed enum, unlike ``IdentityMapEvent``: an entity can only come, change or go, so an
+/// exhaustive `switch` that binds the value is what its readers should write, and the public
+/// contract names it an enum.
 public enum EntityChange<Value: Sendable>: Sendable {
   /// Stored where none was.
   case inserted(Value)

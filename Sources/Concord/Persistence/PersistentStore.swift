@@ -51,6 +51,11 @@ public struct PersistentRecord: Hashable, Sendable {
 }
 
 /// One change a ``PersistentStore`` applies, as part of a group applied all or nothing.
+///
+/// NB: a closed enum, unlike ``IdentityMapEvent``: a store must apply every change it is
+/// given, and a store that skipped a kind of change it did not know would lose data without a
+/// word. When a version adds a kind, a store's exhaustive `switch` stops compiling, which is
+/// what its author needs to hear.
 public enum PersistentChange: Hashable, Sendable {
   /// Inserts or replaces the record of an entity.
   case save(kind: String, key: [UInt8], record: PersistentRecord)
