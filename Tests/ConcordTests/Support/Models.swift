@@ -1,6 +1,6 @@
 import Concord
 
-// Models shared by the tests, shaped like the ones in API.md.
+// Models shared by the tests, shaped like the ones in the documentation (`Concord.docc`).
 
 struct Author: Identifiable, Sendable, Equatable {
   var id: Int

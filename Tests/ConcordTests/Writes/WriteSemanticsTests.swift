@@ -42,10 +42,12 @@ extension Member {
   var nestingDepth: Int { 1 + (friends.map(\.nestingDepth).max() ?? 0) }
 }
 
-/// The seven places where wave 1 broke its own contract, and what else was seen with them.
-/// Each test failed on the engine before the rewrite.
-@Suite("Engine regressions")
-struct EngineRegressionTests {
+/// What a write means at its edges: writes that change nothing (cycles, equal stamps, loose
+/// `==`), what a transaction tells when it ends where it started or throws, alias stamps after
+/// `removeAll`, and code the map calls mid-write that reads or writes the map. (Each test
+/// failed on wave 1's engine, which broke its own contract in these seven places.)
+@Suite("Write semantics: no-op writes, loose equality, transactions' ends, code called mid-write")
+struct WriteSemanticsTests {
   // MARK: 1. Cycles by identity
 
   @Test func aClosedCycleKeepsItsDepthAndNoOpWritesNotifyNobody() {

@@ -4,10 +4,12 @@ import Testing
 
 @testable import Concord
 
-// Regression tests for what a review of the first version of optimistic layers found.
+// What a layer shows, keeps alive and tells where it meets the rest of the map: commits of
+// stamped values, writes underneath, outside transactions, removals from outside, and what a
+// finished layer leaves. (Each case was once broken: a review of the first layers found them.)
 
-@Suite("Optimistic layers: regressions")
-struct OptimisticReviewTests {
+@Suite("Optimistic layers: what a layer shows, keeps alive and tells, at its edges")
+struct OptimisticVisibilityTests {
   @Test("commit of a Stamped entity updated without a new stamp keeps the layer's value")
   func stampedCommit() throws {
     let map = IdentityMap()

@@ -73,8 +73,8 @@ struct TrackerBoard: Aggregate, Equatable {
 
 private struct Rollback: Error {}
 
-@Suite("One-level writes: an aggregate of leaves written as cheaply as it can be, as in full")
-struct ShallowWriteTests {
+@Suite("Aggregates of plain entities: the pass with its shortcuts agrees with the pass without")
+struct AggregateOfLeavesDifferentialTests {
   /// A map whose passes take none of their shortcuts.
   static func passOnlyMap(logger: RecordingLogger?) -> IdentityMap {
     let map = logger.map { IdentityMap(logger: $0) } ?? IdentityMap()

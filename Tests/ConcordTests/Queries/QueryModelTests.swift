@@ -15,7 +15,8 @@ import Testing
 //   membership and holds).
 //
 // Collectors are drained at random and compared with a model collector, fed by the changes the
-// model expects each step to commit and collapsing them as API.md's table says.
+// model expects each step to commit and collapsing them as the table in `ChangeCollector`'s
+// documentation says.
 
 private struct QueryKind: CustomStringConvertible {
   enum Match {
@@ -69,9 +70,9 @@ private struct QueryKind: CustomStringConvertible {
   }
 }
 
-/// The contract's collector, written from API.md's table. Each entry remembers the step of its
-/// entity's first change: entries of different steps must drain in step order; the changes of
-/// one write come in no promised order among themselves.
+/// The contract's collector, written from the table in `ChangeCollector`'s documentation. Each
+/// entry remembers the step of its entity's first change: entries of different steps must drain in
+/// step order; the changes of one write come in no promised order among themselves.
 private struct ModelCollector {
   var entries: [Int: (change: EntityChange<Job>, step: Int)] = [:]
 

@@ -4,13 +4,13 @@ import Testing
 
 @testable import Concord
 
-// A seeded model-based random test of optimistic layers. The model keeps the map underneath
-// (values and stamps) and a stack of layers, each with the values it wrote, as API.md describes
-// them; random steps interleave layer creation, server writes (stamped, some stale), updates,
-// removals, commits, rollbacks and dropped layers. After every step, every entity the map
-// shows must be the model's visible value (the newest pending layer's, else underneath), an
-// observer must have been told the visible value when it changed and never otherwise, and the
-// engine's invariants must hold.
+// A seeded model-based random test of optimistic layers. The model keeps the map underneath (values
+// and stamps) and a stack of layers, each with the values it wrote, as the Optimistic Updates
+// article (`OptimisticUpdates.md`) describes them; random steps interleave layer creation, server
+// writes (stamped, some stale), updates, removals, commits, rollbacks and dropped layers. After
+// every step, every entity the map shows must be the model's visible value (the newest pending
+// layer's, else underneath), an observer must have been told the visible value when it changed and
+// never otherwise, and the engine's invariants must hold.
 
 private struct ModelLayer {
   let handle: OptimisticLayer

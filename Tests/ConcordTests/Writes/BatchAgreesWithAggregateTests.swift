@@ -47,7 +47,7 @@ struct Pinboard: Aggregate, Equatable {
 }
 
 @Suite("Batches of plain entities: written from a list root as from an aggregate")
-struct BatchWriteTests {
+struct BatchAgreesWithAggregateTests {
   @Test("A batch agrees with the same entities nested in an aggregate", arguments: [1, 2, 3, 4])
   func batchesAgreeWithThePass(seed: UInt64) {
     var generator = SeededGenerator(seed: seed &* 0x5851_F42D)
@@ -55,7 +55,7 @@ struct BatchWriteTests {
     let pageLogger = RecordingLogger()
     let batches = IdentityMap(logger: batchLogger)
     let pages = IdentityMap(logger: pageLogger)
-    // NB: the pages through the pass without its shortcuts (see `ShallowWriteTests`).
+    // NB: the pages through the pass without its shortcuts (see `AggregateOfLeavesDifferentialTests`).
     pages._core.pass.isExhaustive = true
     let seenByBatch = Locked<[Int: [Badge?]]>([:])
     let seenByPage = Locked<[Int: [Badge?]]>([:])

@@ -5,7 +5,8 @@ import Testing
 @testable import Concord
 
 // A seeded model-based random test: random operations on a map and, beside it, on a reference
-// model in plain Swift written from the contract (API.md), compared after every step.
+// model in plain Swift written from the documented contract (the articles of `Concord.docc` and
+// the doc comments of the public API), compared after every step.
 //
 // The model keeps, per entity, its own fields, the ids of its nested entities and its stamp,
 // and recomputes from them what every value must look like (a nested entity shows the stored
