@@ -1,21 +1,23 @@
-/// Everything one `IdentityMap` owns, behind its lock.
+/// Everything one `IdentityMap` owns, behind its lock: the frame, and the parts it hands a
+/// write to. `ARCHITECTURE.md`, at the top of the repository, draws the whole.
 ///
-/// A write reads top to bottom through the folders, each a part of the core:
+/// Each folder is a part, with the behaviour over its own state:
 ///
-/// 1. `Frame/`: the lock and the write frame (this file): who may write now, and what happens
-///    when the outermost write ends.
-/// 2. `Registry/`: nodes, the tables of entities, the alias slots, and the links between nodes.
-/// 3. `Journal/`: each node's state before the write touched it, for rollback and for the
-///    change log.
-/// 4. `Graph/`: claims, propagation, materialization, cycles and removal.
-/// 5. `Lifetime/`: holds, and the purge of what nobody holds.
-/// 6. `Outbox/`: the change log, and what to log and deliver once the lock is released.
-/// 7. `Observation/`: subscribers and handles, the change log's consumer.
+/// - `Frame/`: the lock, the write frame (this file) and the `_Audience`: who may write now, who
+///   reads what a write changes, and what happens when the outermost write ends.
+/// - `Registry/`: nodes, the tables of entities (`_Table<T>`, with each type's witnesses), the
+///   alias slots.
+/// - `Graph/`: the one write pass (`_Pass`: claims, apply, settle), cycles, removal.
+/// - `Journal/`: each node's state before the write touched it, transactions, rollback.
+/// - `Lifetime/`: holds, pins, links, and the purge of what nobody holds.
+/// - `Outbox/`: the changes to publish, and what to log and deliver once the lock is released.
+/// - `Observation/`, `Queries/`, `Optimistic/`, `Persistence/`: subscribers, consumers,
+///   layers and the store, each fed by the commit.
 ///
 /// The facade (`IdentityMap`) takes the lock with ``write(_:)`` or ``read(_:)``. When the
-/// outermost write ends, ``endWrite()`` commits: it turns the journal into changes, purges what
-/// nobody holds, takes the outbox, releases the lock, and only then calls user code: loggers,
-/// callbacks, streams.
+/// outermost write ends, ``endWrite()`` commits: it feeds the consumers, turns the journal into
+/// changes, purges what nobody holds, takes the outbox, releases the lock, and only then calls
+/// user code: loggers, callbacks, streams.
 @usableFromInline
 final class _MapCore: @unchecked Sendable {
   // NB: @unchecked because every mutable part, and every node reachable from here, is only

@@ -377,7 +377,8 @@ extension _Pass {
   }
 
   /// Applies the claim of a root that nests no entity, whose value is `payload`: the whole of
-  /// its  Its parents, if any, are settled.
+  /// its pass, with no buffer. Its verdict decides, as for any claim (see
+  /// `apply(_:to:identical:publishing:alias:assign:)`). Its parents, if any, are settled.
   @inlinable
   func applyRoot<V: Sendable>(
     _ root: _Node<V>, _ payload: V, _ schema: _Schema<V>, _ verdict: _Verdict, stamp: Stamp?,
@@ -833,7 +834,7 @@ extension _Pass {
 
   // MARK: Marks
 
-  /// Sets pass bits on `node`, listing it for the end of the
+  /// Sets pass bits on `node`, listing it the first time so that `end()` clears them.
   @inlinable @inline(__always)
   func mark(_ node: _AnyNode, _ bits: _PassBits) {
     if node.s.bits.isEmpty { marked.append(Unmanaged.passUnretained(node)) }
