@@ -125,8 +125,16 @@ struct ObserveOnQueueTests {
         map.update(Counter.self, id: 1) { $0.value += 1 }
       case 6:
         guard blocker == nil else { continue }
+        // NB: the queue is blocked once the blocker runs, not when it is queued: a delivery
+        // queued before it may still be running, and a callback already running may finish
+        // after `cancel()` returns.
         let semaphore = DispatchSemaphore(value: 0)
-        ui.async { semaphore.wait() }
+        let running = DispatchSemaphore(value: 0)
+        ui.async {
+          running.signal()
+          semaphore.wait()
+        }
+        running.wait()
         blocker = semaphore
       case 7:
         blocker?.signal()
