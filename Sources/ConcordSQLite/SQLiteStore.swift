@@ -40,7 +40,7 @@ public final class SQLiteStore: PersistentStore, @unchecked Sendable {
     /// What went wrong, in general. Compare it with `==`, or switch over it with a `default`
     /// case: later versions may add kinds.
     ///
-    /// NB: a struct over a name rather than an enum, as ``IdentityMapEvent/Kind`` is, so that a
+    /// NB: a struct over a name rather than an enum, as `IdentityMapEvent.Kind` is, so that a
     /// new kind of failure does not break an exhaustive `switch`.
     public struct Kind: Hashable, Sendable, CustomStringConvertible {
       private let name: String

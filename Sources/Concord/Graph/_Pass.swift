@@ -385,10 +385,11 @@ extension _Pass {
     publishing: _ChangeKind?
   ) {
     let fresh = root.s.bits.contains(.fresh)
-    let identical = !fresh && schema.isEquatable && _identical(root.value, payload)
     // NB: published at once, the change is what a commit would find: `==` to the stored value,
-    // it is no change.
+    // it is no change. Whether the value is bit for bit the stored one then matters no more.
     let kind = publishing.map { !fresh && !schema.differ(root.value, payload) ? .unchanged : $0 }
+    let identical =
+      kind == nil && !fresh && schema.isEquatable && _identical(root.value, payload)
     var alias: (node: _AnyNode, stamp: Stamp?)?
     let claim = _Claim(
       node: root, depth: 0, payload: _Claim.inPlace, verdict: verdict, stamp: stamp, previous: -1)
@@ -848,10 +849,14 @@ extension _Pass {
       marked[index]._withUnsafeGuaranteedRef { $0.s.bits = [] }
     }
     marked.removeAll()
-    claims.removeAll()
-    links.removeAll()
-    at = _PassPosition()
-    request = _PassRequest()
+    // NB: a pass whose root nests no entity makes no claim and moves no position: it has
+    // nothing more to clear.
+    if !claims.isEmpty {
+      claims.removeAll()
+      links.removeAll()
+      at = _PassPosition()
+      request = _PassRequest()
+    }
     rebuilds = isExhaustive
   }
 }

@@ -45,7 +45,9 @@ extension _MapCore {
     for node in outbox.written {
       layers.shadows[ObjectIdentifier(node)]?.keepAsBase()
     }
-    outbox.written.removeAll()
+    // NB: its buffer kept for the next write: emptied, it gave back its memory, and every
+    // write under a pending layer allocated a new one.
+    outbox.written.removeAll(keepingCapacity: true)
     for shadow in layers.order where shadow.entries.isEmpty || !shadow.node.isPresent {
       // NB: a removal from outside wins over the layers: they forget the entity. A shadow left
       // with no layer shows its value underneath, which a commit may just have set.
