@@ -76,7 +76,7 @@ private struct Rollback: Error {}
 @Suite("Aggregates of plain entities: the pass with its shortcuts agrees with the pass without")
 struct AggregateOfLeavesDifferentialTests {
   /// A map whose passes take none of their shortcuts.
-  static func passOnlyMap(logger: RecordingLogger?) -> IdentityMap {
+  static func exhaustiveMap(logger: RecordingLogger?) -> IdentityMap {
     let map = logger.map { IdentityMap(logger: $0) } ?? IdentityMap()
     map._core.pass.isExhaustive = true
     return map
@@ -85,13 +85,13 @@ struct AggregateOfLeavesDifferentialTests {
   @Test(
     "Random steps on a REST shape: a map whose passes take their shortcuts agrees with one whose do not",
     arguments: [(1, true), (2, true), (3, false), (4, false)] as [(UInt64, Bool)])
-  func shallowWritesAgreeWithThePass(seed: UInt64, logging: Bool) {
+  func theShortcutsAgreeWithTheExhaustivePass(seed: UInt64, logging: Bool) {
     var generator = SeededGenerator(seed: seed &* 0x9E37_79B9)
     let loggers = logging ? (RecordingLogger(), RecordingLogger()) : nil
-    let shallow = loggers.map { IdentityMap(logger: $0.0) } ?? IdentityMap()
-    let pass = Self.passOnlyMap(logger: loggers?.1)
-    let seenShallow = Locked<[String: [String]]>([:])
-    let seenPass = Locked<[String: [String]]>([:])
+    let quick = loggers.map { IdentityMap(logger: $0.0) } ?? IdentityMap()
+    let exhaustive = Self.exhaustiveMap(logger: loggers?.1)
+    let seenQuick = Locked<[String: [String]]>([:])
+    let seenExhaustive = Locked<[String: [String]]>([:])
     var subscriptions: [Subscription] = []
     var heldIssues: [(EntityObserver<TrackerIssue>, EntityObserver<TrackerIssue>)] = []
     var heldBoards: [(EntityObserver<TrackerBoard>, EntityObserver<TrackerBoard>)] = []
@@ -114,8 +114,8 @@ struct AggregateOfLeavesDifferentialTests {
     }
     func issue(_ step: Int) -> TrackerIssue {
       let author = user(step)
-      // Mostly distinct nested entities, a shallow write; sometimes the author assigned to
-      // themselves, or a label twice, which take the pass.
+      // Mostly distinct nested entities, each read in place; sometimes the author assigned to
+      // themselves, or a label twice, which make the pass rebuild.
       let assignee: TrackerUser? =
         switch Int.random(in: 0..<5, using: &generator) {
         case 0: nil
@@ -143,9 +143,11 @@ struct AggregateOfLeavesDifferentialTests {
     func observe<T: Identifiable & Sendable>(
       _ type: T.Type, _ id: T.ID, _ name: String
     ) {
-      guard let a = shallow.find(T.self, id: id), let b = pass.find(T.self, id: id) else { return }
-      let seenA = seenShallow
-      let seenB = seenPass
+      guard let a = quick.find(T.self, id: id), let b = exhaustive.find(T.self, id: id) else {
+        return
+      }
+      let seenA = seenQuick
+      let seenB = seenExhaustive
       subscriptions.append(
         a.observe { value in seenA.withValue { $0[name, default: []].append("\(value)") } })
       subscriptions.append(
@@ -159,29 +161,31 @@ struct AggregateOfLeavesDifferentialTests {
       switch Int.random(in: 0..<100, using: &generator) {
       case 0..<45:
         let value = issue(step)
-        let handles = (shallow.store(value, modifiedAt: call), pass.store(value, modifiedAt: call))
+        let handles = (
+          quick.store(value, modifiedAt: call), exhaustive.store(value, modifiedAt: call)
+        )
         if Bool.random(using: &generator) { heldIssues.append(handles) }
         if heldIssues.count > 8 { heldIssues.removeFirst() }
       case 45..<52:
         let value = user(step)
-        shallow.store(value, modifiedAt: call)
-        pass.store(value, modifiedAt: call)
+        quick.store(value, modifiedAt: call)
+        exhaustive.store(value, modifiedAt: call)
       case 52..<58:
         let id = Int.random(in: 0..<6, using: &generator)
         let name = "renamed at \(step)"
-        shallow.update(TrackerUser.self, id: id) { $0.name = name }
-        pass.update(TrackerUser.self, id: id) { $0.name = name }
+        quick.update(TrackerUser.self, id: id) { $0.name = name }
+        exhaustive.update(TrackerUser.self, id: id) { $0.name = name }
       case 58..<63:
         let id = Int.random(in: 0..<10, using: &generator)
         let label = TrackerLabel(id: step % 8, name: "relabelled", color: "x")
-        shallow.update(TrackerIssue.self, id: id) { $0.labels.append(label) }
-        pass.update(TrackerIssue.self, id: id) { $0.labels.append(label) }
+        quick.update(TrackerIssue.self, id: id) { $0.labels.append(label) }
+        exhaustive.update(TrackerIssue.self, id: id) { $0.labels.append(label) }
       case 63..<68:
         let board = TrackerBoard(
           id: Int.random(in: 0..<3, using: &generator),
           issues: (0..<Int.random(in: 0...3, using: &generator)).map { _ in issue(step) })
         heldBoards.append(
-          (shallow.store(board, modifiedAt: call), pass.store(board, modifiedAt: call)))
+          (quick.store(board, modifiedAt: call), exhaustive.store(board, modifiedAt: call)))
         if heldBoards.count > 3 { heldBoards.removeFirst() }
       case 68..<76:
         switch Int.random(in: 0..<4, using: &generator) {
@@ -194,16 +198,16 @@ struct AggregateOfLeavesDifferentialTests {
         switch Int.random(in: 0..<3, using: &generator) {
         case 0:
           let id = Int.random(in: 0..<8, using: &generator)
-          shallow.remove(TrackerLabel.self, id: id)
-          pass.remove(TrackerLabel.self, id: id)
+          quick.remove(TrackerLabel.self, id: id)
+          exhaustive.remove(TrackerLabel.self, id: id)
         case 1:
           let id = Int.random(in: 0..<3, using: &generator)
-          shallow.remove(TrackerMilestone.self, id: id)
-          pass.remove(TrackerMilestone.self, id: id)
+          quick.remove(TrackerMilestone.self, id: id)
+          exhaustive.remove(TrackerMilestone.self, id: id)
         default:
           let id = Int.random(in: 0..<6, using: &generator)
-          shallow.remove(TrackerUser.self, id: id)
-          pass.remove(TrackerUser.self, id: id)
+          quick.remove(TrackerUser.self, id: id)
+          exhaustive.remove(TrackerUser.self, id: id)
         }
       case 82..<88:
         if !heldIssues.isEmpty {
@@ -214,7 +218,7 @@ struct AggregateOfLeavesDifferentialTests {
         // Issues stored in a transaction that commits or throws.
         let values = (0..<Int.random(in: 1...3, using: &generator)).map { _ in issue(step) }
         let throwing = Bool.random(using: &generator)
-        for map in [shallow, pass] {
+        for map in [quick, exhaustive] {
           try? map.transaction { _ in
             for value in values { map.store(value, modifiedAt: call) }
             if throwing { throw Rollback() }
@@ -222,12 +226,13 @@ struct AggregateOfLeavesDifferentialTests {
         }
       }
       let context = "seed \(seed), step \(step)"
-      #expect(shallow.count == pass.count, "\(context): count")
+      #expect(quick.count == exhaustive.count, "\(context): count")
       func compareEntities<T: Identifiable & Sendable>(_: T.Type, _ ids: Range<T.ID>)
       where T.ID: Strideable, T.ID.Stride: SignedInteger {
         for id in ids {
           #expect(
-            printsTheSame(shallow.find(T.self, id: id)?.value, pass.find(T.self, id: id)?.value),
+            printsTheSame(
+              quick.find(T.self, id: id)?.value, exhaustive.find(T.self, id: id)?.value),
             "\(context): \(T.self) \(id)")
         }
       }
@@ -248,7 +253,7 @@ struct AggregateOfLeavesDifferentialTests {
         b.clear()
       }
       #expect(
-        printsTheSame(seenShallow.takeSorted(), seenPass.takeSorted()),
+        printsTheSame(seenQuick.takeSorted(), seenExhaustive.takeSorted()),
         "\(context): what subscribers were told")
     }
   }
