@@ -234,18 +234,33 @@ public final class SQLiteStore: PersistentStore, @unchecked Sendable {
 
   // MARK: Inspection
 
-  /// How many entity rows the database holds, all kinds together, or of `kind` only.
+  /// How many entities the database holds, all kinds together, or of `kind` only. Tombstones
+  /// (see ``tombstoneCount(kind:)``) are not entities and do not count.
   ///
   /// For tests and diagnostics: it reads what has been written, so `IdentityMap.flush()`
   /// first.
   public func rowCount(kind: String? = nil) throws -> Int {
-    try reader.withLock {
+    try count(kind: kind, tombstones: false)
+  }
+
+  /// How many tombstones of removed entities (see `TombstonePolicy`) the database holds, all
+  /// kinds together, or of `kind` only.
+  ///
+  /// For tests and diagnostics, as ``rowCount(kind:)``.
+  public func tombstoneCount(kind: String? = nil) throws -> Int {
+    try count(kind: kind, tombstones: true)
+  }
+
+  private func count(kind: String?, tombstones: Bool) throws -> Int {
+    let payload = tombstones ? "length(payload) = 0" : "length(payload) > 0"
+    return try reader.withLock {
       let statement: _Statement
       if let kind {
-        statement = try reader.statement("SELECT count(*) FROM entities WHERE kind = ?1")
+        statement = try reader.statement(
+          "SELECT count(*) FROM entities WHERE kind = ?1 AND \(payload)")
         try statement.bind(1, kind)
       } else {
-        statement = try reader.statement("SELECT count(*) FROM entities")
+        statement = try reader.statement("SELECT count(*) FROM entities WHERE \(payload)")
       }
       defer { statement.finish() }
       _ = try statement.step()
@@ -353,6 +368,11 @@ final class _Statement {
   }
 
   func bind(_ index: Int32, _ bytes: [UInt8]) throws {
+    // NB: an empty array may have no address, which would bind NULL: a tombstone's payload
+    // is an empty blob.
+    guard !bytes.isEmpty else {
+      return try connection.check(sqlite3_bind_zeroblob(handle, index, 0))
+    }
     let status = bytes.withUnsafeBytes {
       sqlite3_bind_blob(handle, index, $0.baseAddress, Int32($0.count), _transient)
     }

@@ -20,6 +20,10 @@ struct PersistenceModelTests {
     var milestones: [Int: Milestone] = [:]
     /// Issues as written, their nested entities resolved from the tables above when read.
     var issues: [Int: Issue] = [:]
+    /// The stamps of removed users and issues (`TombstonePolicy.default`, never reached here),
+    /// kept by the store across restarts.
+    var userTombstones: [Int: Double] = [:]
+    var issueTombstones: [Int: Double] = [:]
 
     /// The issue as every holder sees it: nesting the current value of each nested entity.
     func issue(_ id: Int) -> Issue? {
@@ -30,26 +34,40 @@ struct PersistenceModelTests {
       return issue
     }
 
-    /// A write of `incoming` user, as `store` makes it: its own stamp, merged.
-    mutating func write(_ incoming: User) {
+    /// A write of `incoming` user, as `store` makes it: its own stamp, merged. Returns whether
+    /// the user is stored after it: not when its tombstone refused it.
+    @discardableResult
+    mutating func write(_ incoming: User) -> Bool {
       guard let stored = users[incoming.id] else {
+        if let tomb = userTombstones[incoming.id], let stamp = incoming.updatedAt, stamp <= tomb {
+          return false
+        }
+        userTombstones[incoming.id] = nil
         users[incoming.id] = incoming
-        return
+        return true
       }
       if let stamp = incoming.updatedAt, let storedStamp = stored.updatedAt, stamp <= storedStamp {
-        return
+        return true
       }
       users[incoming.id] = User.merge(incoming, into: stored)
+      return true
     }
 
     /// A write of `incoming` issue: nested entities are written on their own stamps, even
     /// when the issue's stamp is refused.
     mutating func write(_ incoming: Issue) {
-      write(incoming.user)
+      let hasUser = write(incoming.user)
       for label in incoming.labels { labels[label.id] = label }
       if let milestone = incoming.milestone { milestones[milestone.id] = milestone }
-      if let stored = issues[incoming.id], incoming.updatedAt <= stored.updatedAt { return }
+      if let stored = issues[incoming.id] {
+        if incoming.updatedAt <= stored.updatedAt { return }
+      } else if let tomb = issueTombstones[incoming.id], incoming.updatedAt <= tomb {
+        return
+      }
+      issueTombstones[incoming.id] = nil
       issues[incoming.id] = incoming
+      // An issue requires its user: it goes with one a tombstone refused.
+      if !hasUser { removeIssue(incoming.id) }
     }
 
     /// A stamp one tick after `clock`: mostly newer than what is stored, sometimes older,
@@ -88,10 +106,18 @@ struct PersistenceModelTests {
       }
     }
 
-    /// The removal of a user: an issue requires its user, so its issues go too.
+    /// The removal of a user: an issue requires its user, so its issues go too. Each leaves a
+    /// tombstone when it has a stamp.
     mutating func removeUser(_ id: Int) {
-      guard users.removeValue(forKey: id) != nil else { return }
-      issues = issues.filter { $0.value.user.id != id }
+      guard let user = users.removeValue(forKey: id) else { return }
+      if let stamp = user.updatedAt { userTombstones[id] = stamp }
+      for issue in issues.values where issue.user.id == id { removeIssue(issue.id) }
+    }
+
+    /// The removal of an issue, which leaves a tombstone.
+    mutating func removeIssue(_ id: Int) {
+      guard let issue = issues.removeValue(forKey: id) else { return }
+      issueTombstones[id] = issue.updatedAt
     }
   }
 
@@ -132,7 +158,7 @@ struct PersistenceModelTests {
         model.removeUser(userID)
       case 66..<72:
         map.remove(Issue.self, id: issueID)
-        model.issues[issueID] = nil
+        model.removeIssue(issueID)
       case 72..<80:
         if !held.isEmpty {
           held.remove(at: Int.random(in: 0..<held.count, using: &generator))

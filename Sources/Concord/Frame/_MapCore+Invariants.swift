@@ -52,6 +52,14 @@ extension _MapCore {
       "\(audience.persistedTypes) persisted types counted, \(persisted) tables persisted, or "
         + "changes for the store left after the commit")
     if let problem = persistence?.checkLayers() { check(false, problem) }
+    let tombs = registry.tables.reduce(0) { $0 + $1.queries.tombstoneCount($1) }
+    check(
+      tombs == tombstones.count && tombs <= tombstones.limit && tombstones.undo.isEmpty,
+      "\(tombstones.count) tombstones counted, \(tombs) held, limit \(tombstones.limit), or "
+        + "\(tombstones.undo.count) undo records left after the write")
+    for table in registry.tables {
+      if let problem = table.queries.tombstoneProblem(table) { check(false, problem) }
+    }
 
     var nodes: [_AnyNode] = []
     if let touched {

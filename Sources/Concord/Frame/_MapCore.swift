@@ -44,6 +44,7 @@ final class _MapCore: @unchecked Sendable {
     @usableFromInline var outbox: _Outbox
     @usableFromInline var layers = _Layers()
     @usableFromInline var audience = _Audience()
+    @usableFromInline var tombstones: _Tombstones
   #else
     @exclusivity(unchecked) @usableFromInline var frame = _Frame()
     @exclusivity(unchecked) @usableFromInline var registry = _Registry()
@@ -52,6 +53,7 @@ final class _MapCore: @unchecked Sendable {
     @exclusivity(unchecked) @usableFromInline var outbox: _Outbox
     @exclusivity(unchecked) @usableFromInline var layers = _Layers()
     @exclusivity(unchecked) @usableFromInline var audience = _Audience()
+    @exclusivity(unchecked) @usableFromInline var tombstones: _Tombstones
   #endif
 
   /// The write pass: claims, applies and settles every value a write stores; see `_Pass`.
@@ -72,9 +74,10 @@ final class _MapCore: @unchecked Sendable {
   @usableFromInline
   init(
     logger: (any IdentityMapLogger)?, retention: RetentionPolicy = .none,
-    persistence store: (any PersistentStore)? = nil
+    persistence store: (any PersistentStore)? = nil, tombstones: TombstonePolicy = .default
   ) {
     self.logger = logger
+    self.tombstones = _Tombstones(tombstones)
     outbox = _Outbox(isLogging: logger != nil)
     if logger?.logsChangedValues == true {
       audience.logsChangedValues = true
@@ -177,7 +180,7 @@ final class _MapCore: @unchecked Sendable {
   func beginTransaction() -> _Savepoint {
     journal.begin(
       events: outbox.events.count, written: outbox.written.count,
-      persisted: persistence?.current.count ?? 0)
+      persisted: persistence?.current.count ?? 0, tombstones: tombstones.undo.count)
   }
 
   /// Stops the program when the calling thread is inside one of the map's reads or writes:
@@ -219,6 +222,7 @@ final class _MapCore: @unchecked Sendable {
     guard
       !journal.entries.isEmpty || !journal.stashes.isEmpty || lifetime.hasWork || !outbox.isIdle
         || audience.startsPending || audience.underLayers || !layers.deferred.isEmpty
+        || !tombstones.undo.isEmpty
     else {
       // NB: a write published directly (see `publishesDirectly`) of a persisted type leaves
       // only its change for the store: nothing else of a commit has work to do.
@@ -244,6 +248,7 @@ final class _MapCore: @unchecked Sendable {
   /// Publishes the write's changes, settles lifetimes, and forgets the write.
   func commit() {
     if audience.consumers > 0 || audience.startsPending { feedConsumers() }
+    if !tombstones.undo.isEmpty { tombstones.undo.removeAll(keepingCapacity: true) }
     // NB: under the lock, so that commits reach the store in commit order.
     persistence?.handOver()
     // NB: a write that published directly (see `publishesDirectly`) leaves an empty journal.

@@ -33,6 +33,9 @@ final class _Accessor<Root>: Sendable {
   /// the second's; returns `false` when they hold different ones. See
   /// `_Schema.ownFieldsEqual(_:_:)`.
   @usableFromInline let align: @Sendable (inout Root, inout Root) -> Bool
+  /// Whether the removal of a child removes `root` too: always for a non-optional single
+  /// entity, and for any key path declared with ``RemovalRule/removeParent``.
+  @usableFromInline let requiresChild: Bool
 
   @usableFromInline
   init(
@@ -43,7 +46,8 @@ final class _Accessor<Root>: Sendable {
     holds: @escaping @Sendable (_AnyNode, Int, inout Root) -> Bool,
     remove: (@Sendable ([Int], inout Root) -> Void)?,
     removeAll: (@Sendable (inout Root) -> Void)?,
-    align: @escaping @Sendable (inout Root, inout Root) -> Bool
+    align: @escaping @Sendable (inout Root, inout Root) -> Bool,
+    removesParent: Bool = false
   ) {
     self.forEachChild = forEachChild
     self.probe = probe
@@ -53,6 +57,17 @@ final class _Accessor<Root>: Sendable {
     self.remove = remove
     self.removeAll = removeAll
     self.align = align
+    self.requiresChild = remove == nil || removesParent
+  }
+
+  /// This accessor under `rule`: for ``RemovalRule/removeParent``, one whose children's removal
+  /// removes the parent.
+  @inlinable
+  func ruled(by rule: RemovalRule) -> _Accessor {
+    guard rule == .removeParent, !requiresChild else { return self }
+    return _Accessor(
+      forEachChild: forEachChild, probe: probe, missing: missing, fill: fill, holds: holds,
+      remove: remove, removeAll: removeAll, align: align, removesParent: true)
   }
 
   /// Writes the stored value of `child` into `root` at `position`.

@@ -6,11 +6,14 @@ extension _MapCore {
   /// that survive then propagate like any write. Removed nodes leave their table, drop their own
   /// links (their children may be released), and keep their last value for their handles.
   ///
-  /// - Parameter persisting: Whether each removal of a persisted entity is listed for
-  ///   persistence at once (see `_Witness.persistRemoval`); `removeAll` deletes whole kinds
-  ///   instead.
+  /// - Parameters:
+  ///   - persisting: Whether each removal of a persisted entity is listed for persistence at
+  ///     once (see `_Witness.persistRemoval`); `removeAll` deletes whole kinds instead.
+  ///   - entombing: Whether each of `nodes` with a stamp leaves a tombstone (see
+  ///     `_Tombstones.swift`); the parents removed with them always do. `removeAll` forgets
+  ///     them all, and a node a tombstone refused already has one.
   /// - Complexity: O(removed nodes + their links + ancestors touched).
-  func remove(_ nodes: [_AnyNode], persisting: Bool = true) {
+  func remove(_ nodes: [_AnyNode], persisting: Bool = true, entombing: Bool = true) {
     var removed: [_AnyNode] = []
     func markRemoved(_ node: _AnyNode) {
       guard !node.s.flags.contains(.removed), !node.s.bits.contains(.removing) else { return }
@@ -18,6 +21,8 @@ extension _MapCore {
       removed.append(node)
     }
     nodes.forEach(markRemoved)
+    // NB: the removed nodes from this index on are the parents removed with them.
+    let entombsFrom = entombing ? 0 : removed.count
 
     // Walk up: each parent either loses slots or is removed too.
     var lostSlots: [ObjectIdentifier: [Int]] = [:]
@@ -40,11 +45,14 @@ extension _MapCore {
     }
 
     let persisting = persisting && audience.persistedTypes > 0
-    for node in removed {
+    for (index, node) in removed.enumerated() {
       journal.touch(node, audience)
       lifetime.unbuffer(node)
       node.s.flags.insert(.removed)
       if persisting { node.witness.persistRemoval(node, self) }
+      if tombstones.limit > 0 && index >= entombsFrom && !node.s.stamp.isNaN {
+        node.witness.entomb(node, self)
+      }
       if node.s.flags.contains(.registered) { unregisterKeepingHolders(node) }
       lifetime.relink(node, to: [])
     }
@@ -69,7 +77,10 @@ extension _MapCore {
     var nodes: [_AnyNode] = []
     nodes.reserveCapacity(registry.liveCount)
     registry.forEachEntityNode { nodes.append($0) }
-    remove(nodes, persisting: false)
+    remove(nodes, persisting: false, entombing: false)
+    if tombstones.count > 0 {
+      for table in registry.tables { table.queries.clearTombstones(table, self) }
+    }
     for node in Array(registry.aliases.values)
     where node.witness.holdsAliasValue(node) || !node.s.stamp.isNaN {
       emptyAlias(node)

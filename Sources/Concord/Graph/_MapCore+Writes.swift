@@ -24,16 +24,26 @@ extension _MapCore {
       if audience.persistedTypes > 0 && !schema.isLeaf { loadMissing(in: value, schema: schema) }
       // NB: borrowed, not retained: the table holds the node for the whole write.
       return table.withNode(for: value) { node, created in
-        let publishing = journal.publishesDirectly(
-          node, schema: schema, created: created, outermost: frame.depth == 1, audience)
+        let ownStamp = schema.stamp(of: value, call: stamp)
+        let refused = created && table.refusesCreated(node, stamp: ownStamp, self)
+        let publishing =
+          refused
+          ? nil
+          : journal.publishesDirectly(
+            node, schema: schema, created: created, outermost: frame.depth == 1, audience)
         if created {
           didCreate(node, held: held, journaled: publishing == nil)
           pass.mark(node, .fresh)
         }
         pass.run(
-          into: node, payload: value, stamp: schema.stamp(of: value, call: stamp), call: stamp,
-          publishing: publishing)
-        return body(node)
+          into: node, payload: value, stamp: ownStamp, call: stamp,
+          verdict: refused ? .stale : nil, publishing: publishing)
+        let result = body(node)
+        // NB: a node a tombstone refused, or removed with a nested entity one refused, left
+        // the map before `body` took its handle's hold: the removal adopts only nodes already
+        // held (`unregisterKeepingHolders(_:)`).
+        if node.s.flags.contains(.removed) && node.externalHolds > 0 { node.adopt() }
+        return result
       }
     }
   }

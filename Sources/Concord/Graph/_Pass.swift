@@ -3,10 +3,10 @@
 // loaded from the store: each is one pass over the value written, the root, in three steps.
 //
 // 1. Claims. The claim walk goes through the root's nested entities breadth-first, one depth at
-//    a time, and resolves each occurrence to its node (created if the map has none). The first
-//    depth to reach a node claims it, and among occurrences at that depth the last one wins;
-//    deeper occurrences lose and are not expanded, which is also why cycles by identity end.
-//    Each occurrence is judged against the node's stamp (`verdict`), with its own stamp when it
+//    a time, and resolves each occurrence to its node (created if the map has none). Stamps
+//    before positions: the occurrence with the newest stamp wins its node; among equal or
+//    missing stamps the first depth to reach it wins, and at that depth the last occurrence.
+//    Losers are not expanded, which is also why cycles by identity end. Each occurrence is judged against the node's stamp (`verdict`), with its own stamp when it
 //    is `Stamped`. The occurrences of a `Mergeable` entity are chained, and merged into its
 //    winning claim before it is expanded (an aggregate) or applied.
 // 2. Apply. The root's claim first, then, in the order the claims were made, the apply walk
@@ -229,6 +229,9 @@ struct _PassBuffers {
   var walk: [(node: Unmanaged<_AnyNode>, nextParent: Int)] = []
   /// Children the pass linked that may close a cycle; see `_Pass+Cycles.swift`.
   @usableFromInline var cycleRoots: [_AnyNode] = []
+  /// The nodes the pass created for entities whose tombstones refused the write: removed when
+  /// the pass ends, so that their parents lose them as they would any removed entity.
+  @usableFromInline var refused: [Unmanaged<_AnyNode>] = []
 
   @usableFromInline init() {}
 
@@ -305,6 +308,7 @@ extension _Pass {
         // buffers, and nothing is expanded.
         guard merges && verdict == .accepted && !root.s.bits.contains(.fresh) else {
           applyRoot(root, payload, schema, verdict, stamp: stamp, publishing: publishing)
+          if !buffers.refused.isEmpty { removeRefused() }
           return verdict == .accepted
         }
         // NB: a Mergeable entity holding no nested entity has no other occurrence: it merges
@@ -339,16 +343,19 @@ extension _Pass {
       // 2. Apply.
       var alias: (node: _AnyNode, stamp: Stamp?)?
       if stashed {
-        applyStashed(claim: 0, alias: &alias)
+        if isWinner(0) { applyStashed(claim: 0, alias: &alias) }
       } else {
         let fresh = root.s.bits.contains(.fresh)
         let identical = !fresh && schema.isEquatable && _identical(root.value, payload)
-        let settles = apply(
-          claims[0], to: root, identical: identical, publishing: nil, alias: &alias
-        ) {
-          if !(fresh && _identical(root.value, payload)) { root.value = payload }
+        // NB: a newer copy of the root nested in it took the root's node from the root.
+        if isWinner(0) {
+          let settles = apply(
+            claims[0], to: root, identical: identical, publishing: nil, alias: &alias
+          ) {
+            if !(fresh && _identical(root.value, payload)) { root.value = payload }
+          }
+          if settles { buffers.seeds.append(.passUnretained(root)) }
         }
-        if settles { buffers.seeds.append(.passUnretained(root)) }
       }
       if claims.count > 1 {
         at.walk = .apply
@@ -372,6 +379,7 @@ extension _Pass {
       // NB: an alias is logged as set after the entities it names are logged as stored.
       if let alias { withCore { $0.outbox.logStored(alias.node, stamp: alias.stamp) } }
       finish()
+      if !buffers.refused.isEmpty { removeRefused() }
       return verdict == .accepted
     }
   }
@@ -402,6 +410,16 @@ extension _Pass {
     } else if !marked.isEmpty {
       end()
     }
+  }
+
+  /// Removes the nodes the pass created for entities whose tombstones refused the write (see
+  /// `_PassBuffers.refused`), once the pass has ended. Created and removed in one write, they
+  /// are no change; their parents drop them, or go with them, as the removal rules say.
+  @usableFromInline
+  func removeRefused() {
+    let refused = buffers.refused.map { $0.takeUnretainedValue() }
+    buffers.refused.removeAll(keepingCapacity: true)
+    withCore { $0.remove(refused, persisting: false, entombing: false) }
   }
 
   /// The end of every pass: numbers the cycles its links closed, settles what it wrote, and
@@ -548,14 +566,20 @@ extension _Pass {
           child: node, accessor: at.accessor, position: Int32(position), backIndex: -1))
       let schema = table.schema
       let isOffered = node.s.bits.contains(.offered)
-      let loses = isOffered && claims[Int(node.s.claimIndex)].depth < at.depth
-      // NB: a deeper occurrence loses and is dropped, unless it is to be merged.
+      let stamp = schema.stamp(of: child, call: request.stamp)
+      let loses = isOffered && !displaces(stamp, claims[Int(node.s.claimIndex)])
+      // NB: an occurrence that loses is dropped, unless it is to be merged.
       guard !loses || (schema.merge != nil && schema.isLeaf) else {
         rebuilds = true
         return
       }
-      let stamp = schema.stamp(of: child, call: request.stamp)
-      var verdict = verdict(node, child, schema, stamp: stamp)
+      // NB: a node the write created is judged against its entity's tombstone, if it has one:
+      // again at each occurrence while the tombstone stands, so that a newer one brings the
+      // entity back.
+      let refused =
+        (created || (node.s.bits.contains(.fresh) && !table.tombstones.isEmpty))
+        && withCore { table.refusesCreated(node, stamp: stamp, $0) }
+      var verdict = refused ? .stale : verdict(node, child, schema, stamp: stamp)
       // NB: an `update` (the only write whose claims merge from below the root) hands its
       // body the stored value: a nested entity the body left bit for bit as stored is not
       // a write, and the older stamp its value may carry is no stale write to log.
@@ -618,6 +642,20 @@ extension _Pass {
         verdict: .accepted, stamp: stamp)
       links[links.count - 1].backIndex = Int32(claims.count - 1)
     }
+  }
+
+  /// Whether an occurrence stamped `stamp`, at the depth being claimed, takes its node from
+  /// `winner`, the node's winning claim so far: stamps before positions. A newer stamp wins
+  /// and an older one loses; between equal stamps, or when either has none, the shallower
+  /// occurrence wins, then the later one. So a boost nesting an edited copy of a status beats
+  /// the older original on the same page, and a value's deeper copies of itself (a cycle by
+  /// identity) lose unless they are newer, which a finite value cannot keep being.
+  @inlinable @inline(__always)
+  func displaces(_ stamp: Stamp?, _ winner: _Claim) -> Bool {
+    if let stamp, let other = winner.stamp, stamp != other, !stamp.isNaN, !other.isNaN {
+      return stamp > other
+    }
+    return winner.depth >= at.depth
   }
 
   /// Records a claim on `node`, the winning one for now.
@@ -758,6 +796,8 @@ extension _Pass {
       switch claim.verdict == .accepted && identical ? .identical : claim.verdict {
       case .stale:
         core.outbox.logStale(node, incoming: stamp)
+        // NB: a node the write created whose claim is refused was refused by a tombstone.
+        if node.s.bits.contains(.fresh) { buffers.refused.append(.passUnretained(node)) }
         return false
       case .unchanged:
         return false

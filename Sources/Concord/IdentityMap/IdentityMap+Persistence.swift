@@ -15,11 +15,15 @@ extension IdentityMap {
   ///     (``IdentityMapEvent/persistenceFailed(_:)``).
   ///   - retention: How many released entities stay in memory; see ``RetentionPolicy``.
   ///   - persistence: The store. Give each store to one map.
+  ///   - tombstones: How many removed entities' stamps the map remembers; see
+  ///     ``TombstonePolicy``. The store keeps those of persisted types.
   public convenience init(
     logger: (any IdentityMapLogger)? = nil, retention: RetentionPolicy = .none,
-    persistence: any PersistentStore
+    persistence: any PersistentStore, tombstones: TombstonePolicy = .default
   ) {
-    self.init(core: _MapCore(logger: logger, retention: retention, persistence: persistence))
+    self.init(
+      core: _MapCore(
+        logger: logger, retention: retention, persistence: persistence, tombstones: tombstones))
   }
 
   /// Persists `type` under the name `String(describing: type)`, such as `Issue`.

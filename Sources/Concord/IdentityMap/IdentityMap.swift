@@ -24,10 +24,13 @@ public final class IdentityMap: Sendable {
 
   /// Creates an empty map.
   ///
-  /// - Parameter logger: Receives what the map does: stores, stale writes it refused, removals,
-  ///   releases, alias changes. ``PrintLogger`` prints them.
-  public init(logger: (any IdentityMapLogger)? = nil) {
-    _core = _MapCore(logger: logger)
+  /// - Parameters:
+  ///   - logger: Receives what the map does: stores, stale writes it refused, removals,
+  ///     releases, alias changes. ``PrintLogger`` prints them.
+  ///   - tombstones: How many removed entities' stamps the map remembers, to refuse a replayed
+  ///     write of them; see ``TombstonePolicy``.
+  public init(logger: (any IdentityMapLogger)? = nil, tombstones: TombstonePolicy = .default) {
+    _core = _MapCore(logger: logger, tombstones: tombstones)
   }
 
   /// Creates an empty map that keeps entities nobody holds any more, as `retention` says.
@@ -41,8 +44,13 @@ public final class IdentityMap: Sendable {
   /// - Parameters:
   ///   - logger: Receives what the map does; see ``init(logger:)``.
   ///   - retention: How many released entities stay findable; see ``RetentionPolicy``.
-  public convenience init(logger: (any IdentityMapLogger)? = nil, retention: RetentionPolicy) {
-    self.init(core: _MapCore(logger: logger, retention: retention))
+  ///   - tombstones: How many removed entities' stamps the map remembers; see
+  ///     ``TombstonePolicy``.
+  public convenience init(
+    logger: (any IdentityMapLogger)? = nil, retention: RetentionPolicy,
+    tombstones: TombstonePolicy = .default
+  ) {
+    self.init(core: _MapCore(logger: logger, retention: retention, tombstones: tombstones))
   }
 
   init(core: _MapCore) {

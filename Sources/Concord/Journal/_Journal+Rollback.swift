@@ -21,6 +21,7 @@ extension _Journal {
     }
     transactions.removeLast()
     core.outbox.events.removeSubrange(savepoint.events...)
+    core.rollBackTombstones(to: savepoint.tombstones)
     if core.outbox.written.count > savepoint.written {
       core.outbox.written.removeSubrange(savepoint.written...)
     }

@@ -97,6 +97,9 @@ struct _Savepoint {
   let written: Int
   /// How many changes for the store the write had listed; see `_Persistence.current`.
   let persisted: Int
+  /// How many tombstone changes the write had made inside transactions; see
+  /// `_Tombstones.undo`.
+  let tombstones: Int
 }
 
 extension _Journal {
@@ -240,7 +243,9 @@ extension _Journal {
   /// Opens a transaction inside the current write, which had logged `events` events, listed
   /// `written` nodes and `persisted` changes for the store so far.
   @usableFromInline
-  mutating func begin(events: Int, written: Int, persisted: Int) -> _Savepoint {
+  mutating func begin(events: Int, written: Int, persisted: Int, tombstones: Int)
+    -> _Savepoint
+  {
     precondition(
       transactions.count < Int(UInt8.max) - 1,
       "Concord: transactions nest at most \(Int(UInt8.max) - 2) deep")
@@ -248,7 +253,7 @@ extension _Journal {
     transactions.append(lastSerial)
     return _Savepoint(
       serial: lastSerial, entries: entries.count, events: events, written: written,
-      persisted: persisted)
+      persisted: persisted, tombstones: tombstones)
   }
 
   /// Closes the innermost transaction, keeping its writes. An enclosing transaction can still

@@ -48,6 +48,20 @@ public struct PersistentRecord: Hashable, Sendable {
     self.payload = payload
     self.stamp = stamp
   }
+
+  /// The record of a removed entity's tombstone (see ``TombstonePolicy``): its stamp, and no
+  /// payload.
+  ///
+  /// A store keeps it as any record, so a store that round-trips payloads and stamps keeps
+  /// tombstones with no more work. Entities never encode to no bytes, so nothing else looks
+  /// like one.
+  public static func tombstone(stamp: Stamp) -> PersistentRecord {
+    PersistentRecord(payload: [], stamp: stamp)
+  }
+
+  /// Whether this is a tombstone: a record with no payload. The map reads it as a removed
+  /// entity and its stamp, not as an entity.
+  public var isTombstone: Bool { payload.isEmpty }
 }
 
 /// One change a ``PersistentStore`` applies, as part of a group applied all or nothing.

@@ -96,7 +96,8 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
     super.init(kind: kind)
   }
 
-  /// Records what the committed write did to `node`.
+  /// Records what the committed write did to `node`. A removal that left a tombstone (see
+  /// `TombstonePolicy`) keeps its stamp, in a record with no payload.
   @inlinable
   func _record(_ node: _EntityNode<T>, _ kind: _ChangeKind, stampBefore: Stamp) {
     let stamp: Stamp? = node.s.stamp.isNaN ? nil : node.s.stamp
@@ -110,7 +111,8 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
         stage(_Row(id: node.value.id, value: node.value, stamp: stamp))
       }
     case .removed:
-      stage(_Row(id: node.value.id, value: nil, stamp: nil))
+      let id = node.value.id
+      stage(_Row(id: id, value: nil, stamp: node.table.tombstones.stamp(of: id)))
     }
   }
 
@@ -167,6 +169,8 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
             .save(
               kind: kind, key: key,
               record: PersistentRecord(payload: try store.encode(value), stamp: row.stamp)))
+        } else if let stamp = row.stamp {
+          changes.append(.save(kind: kind, key: key, record: .tombstone(stamp: stamp)))
         } else {
           changes.append(.delete(kind: kind, key: key))
         }
@@ -220,7 +224,8 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
   /// What the unapplied changes say of the entity `id`: those of the write under way first.
   func unapplied(_ id: T.ID) -> _Unapplied<T> {
     func state(_ row: _Row<T>) -> _Unapplied<T> {
-      row.value.map { .saved($0, row.stamp) } ?? .deleted
+      if let value = row.value { return .saved(value, row.stamp) }
+      return row.stamp.map { .tombstone($0) } ?? .deleted
     }
     // NB: the write's own deletions are not in a layer until it commits.
     if persistence.current.contains(where: {
@@ -246,27 +251,26 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
     return stuck[id].map(state) ?? .unknown
   }
 
-  /// The entity `id` as the store has it (the changes not yet applied included), or `nil`.
-  /// Failures are logged to the map's outbox, and read as missing.
-  func read(_ id: T.ID, _ core: _MapCore) -> (value: T, stamp: Stamp?)? {
-    switch unapplied(id) {
-    case .saved(let value, let stamp): return (value, stamp)
-    case .deleted: return nil
-    case .unknown: break
-    }
+  /// The entity `id` as the store has it (the changes not yet applied included): saved, a
+  /// tombstone, or `.deleted` when the store has nothing. Failures are logged to the map's
+  /// outbox, and read as nothing.
+  func read(_ id: T.ID, _ core: _MapCore) -> _Unapplied<T> {
+    let unapplied = unapplied(id)
+    guard case .unknown = unapplied else { return unapplied }
     let record: PersistentRecord?
     do {
       record = try persistence.store.record(kind: kind, key: ops.encodeID(id))
     } catch {
       core.outbox.log { [kind] in .persistenceFailed("reading \(kind)(\(id)): \(error)") }
-      return nil
+      return .deleted
     }
-    guard let record else { return nil }
+    guard let record else { return .deleted }
+    if record.isTombstone { return record.stamp.map { .tombstone($0) } ?? .deleted }
     do {
-      return (try ops.decode(record.payload), record.stamp)
+      return .saved(try ops.decode(record.payload), record.stamp)
     } catch {
       core.outbox.log { .undecodableRecord(EntityReference(T.self, id: id), "\(error)") }
-      return nil
+      return .deleted
     }
   }
 
@@ -282,7 +286,7 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
   func readAlias(_ name: String, _ core: _MapCore) -> (ids: [T.ID], stamp: Stamp?)? {
     switch persistence.unappliedAlias(name, kind: kind) {
     case .saved(let values, let stamp): return ((values as? [T] ?? []).map(\.id), stamp)
-    case .deleted: return nil
+    case .deleted, .tombstone: return nil
     case .unknown: break
     }
     do {
@@ -312,20 +316,23 @@ struct _Row<T: Identifiable> {
 }
 
 /// The deletion of an entity found by a load (see `admitLoaded`), which, unlike the rows a
-/// commit records, a rollback must be able to drop.
+/// commit records, a rollback must be able to drop; with `tombstone`, the record of the
+/// tombstone it leaves.
 @usableFromInline
 final class _RowRemoval<T: Identifiable & Sendable>: _PersistOp, @unchecked Sendable {
   let persisted: _Persisted<T>
   let id: T.ID
+  let tombstone: Stamp?
 
   @usableFromInline
-  init(_ persisted: _Persisted<T>, id: T.ID) {
+  init(_ persisted: _Persisted<T>, id: T.ID, tombstone: Stamp? = nil) {
     self.persisted = persisted
     self.id = id
+    self.tombstone = tombstone
   }
 
   override func handOver(to _: _Persistence) {
-    persisted.open.append(_Row(id: id, value: nil, stamp: nil))
+    persisted.open.append(_Row(id: id, value: nil, stamp: tombstone))
   }
 }
 
@@ -437,8 +444,16 @@ extension _MapCore {
   func load<T: Identifiable & Sendable>(_ id: T.ID, into table: _Table<T>) {
     guard let persisted = table.persisted, let persistence else { return }
     let key = _RowKey(kind: persisted.kind, id: AnyHashable(id))
-    guard !persistence.loading.contains(key), let (value, stamp) = persisted.read(id, self) else {
+    guard !persistence.loading.contains(key) else { return }
+    let value: T
+    let stamp: Stamp?
+    switch persisted.read(id, self) {
+    case .saved(let saved, let savedStamp): (value, stamp) = (saved, savedStamp)
+    case .tombstone(let tomb):
+      // NB: the store's tombstone, kept in memory where writes look for it.
+      if table.tombstones.stamp(of: id) == nil { table.entomb(id, stamp: tomb, self) }
       return
+    case .deleted, .unknown: return
     }
     persistence.loading.insert(key)
     defer { persistence.loading.remove(key) }
@@ -455,9 +470,11 @@ extension _MapCore {
       loadMissing(in: value, schema: schema)
       guard prune(&value, schema: schema) else {
         // NB: it requires an entity that was removed while it was not in memory: the removal
-        // takes it too, as it would have in memory.
+        // takes it too, as it would have in memory, tombstone included.
+        if let stamp { table.entomb(value.id, stamp: stamp, self) }
         if let persisted = table.persisted {
-          persistence?.current.append(_RowRemoval(persisted, id: value.id))
+          let tombstone = table.tombstones.stamp(of: value.id)
+          persistence?.current.append(_RowRemoval(persisted, id: value.id, tombstone: tombstone))
         }
         return
       }
@@ -488,7 +505,7 @@ extension _MapCore {
     for accessor in schema.accessors {
       let positions = accessor.missing(value, self)
       guard !positions.isEmpty else { continue }
-      guard let remove = accessor.remove else { return false }
+      guard !accessor.requiresChild, let remove = accessor.remove else { return false }
       remove(positions, &value)
     }
     return true

@@ -309,6 +309,8 @@ struct _StoreLayer {
 /// What unapplied changes say about a row.
 enum _Unapplied<Value> {
   case saved(Value, Stamp?)
+  /// Deleted, leaving a tombstone stamped so (see `TombstonePolicy`).
+  case tombstone(Stamp)
   case deleted
   case unknown
 }

@@ -100,7 +100,7 @@ extension _Node {
   @inlinable
   final func _requiresChild(atSlot slot: Int) -> Bool {
     let link = s.extras.unsafelyUnwrapped.children[slot]
-    return withSchema { $0.accessor(link.accessor).remove == nil }
+    return withSchema { $0.accessor(link.accessor).requiresChild }
   }
 
   /// Removes the children at `slots` from the value, and returns the links that remain with

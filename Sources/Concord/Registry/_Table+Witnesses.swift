@@ -62,6 +62,10 @@ extension _Table {
       guard let persisted = node.table.persisted else { return }
       core.persistence?.current.append(_RowRemoval(persisted, id: node.value.id))
     }
+    hooks.entomb = { node, core in
+      let node = entity(node)
+      node.table.entomb(node.value.id, stamp: node.s.stamp, core)
+    }
     hooks.makeShadow = { node, saved, stamp in
       let node = entity(node)
       let base: T? =

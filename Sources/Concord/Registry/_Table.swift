@@ -42,6 +42,17 @@ struct _TableQueries {
   /// How many live queries and collectors of the table's type there are.
   let queryCount: (_AnyTable) -> Int
   let collectorCount: (_AnyTable) -> Int
+  /// The serial number of the table's oldest tombstone, if it has any.
+  let oldestTombstone: (_AnyTable) -> UInt64?
+  /// Forgets the table's oldest tombstone; for a persisted type, deletes its record too.
+  let evictTombstone: (_AnyTable, _MapCore) -> Void
+  /// Forgets every tombstone of the table.
+  let clearTombstones: (_AnyTable, _MapCore) -> Void
+  /// What is wrong with the table's tombstones, if anything (a stored entity with one,
+  /// say); for `_checkInvariants`.
+  let tombstoneProblem: (_AnyTable) -> String?
+  /// How many tombstones the table holds; for `_checkInvariants`.
+  let tombstoneCount: (_AnyTable) -> Int
 
   @usableFromInline
   init(
@@ -49,7 +60,12 @@ struct _TableQueries {
     count: @escaping (_AnyTable) -> Int, consumerCount: @escaping (_AnyTable) -> Int,
     isPersisted: @escaping (_AnyTable) -> Bool, queryNodes: @escaping (_AnyTable) -> [_AnyNode],
     indexProblem: @escaping (_AnyTable) -> String?, queryCount: @escaping (_AnyTable) -> Int,
-    collectorCount: @escaping (_AnyTable) -> Int
+    collectorCount: @escaping (_AnyTable) -> Int,
+    oldestTombstone: @escaping (_AnyTable) -> UInt64?,
+    evictTombstone: @escaping (_AnyTable, _MapCore) -> Void,
+    clearTombstones: @escaping (_AnyTable, _MapCore) -> Void,
+    tombstoneProblem: @escaping (_AnyTable) -> String?,
+    tombstoneCount: @escaping (_AnyTable) -> Int
   ) {
     self.forEachNode = forEachNode
     self.count = count
@@ -59,6 +75,11 @@ struct _TableQueries {
     self.indexProblem = indexProblem
     self.queryCount = queryCount
     self.collectorCount = collectorCount
+    self.oldestTombstone = oldestTombstone
+    self.evictTombstone = evictTombstone
+    self.clearTombstones = clearTombstones
+    self.tombstoneProblem = tombstoneProblem
+    self.tombstoneCount = tombstoneCount
   }
 
   /// The queries of `_Table<T>`.
@@ -82,7 +103,18 @@ struct _TableQueries {
           ?? table.consumers?.problem
       },
       queryCount: { table($0).consumers?.queryNodes.count ?? 0 },
-      collectorCount: { table($0).consumers?.sinks.count ?? 0 })
+      collectorCount: { table($0).consumers?.sinks.count ?? 0 },
+      oldestTombstone: { table($0).tombstones.oldestSerial() },
+      evictTombstone: { erased, core in table(erased).evictOldestTombstone(core) },
+      clearTombstones: { erased, core in table(erased).clearTombstones(core) },
+      tombstoneProblem: { erased in
+        let table = table(erased)
+        if let stored = table.tombstones.tombs.keys.first(where: { table.slots[$0] != nil }) {
+          return "\(T.self) \(stored) is stored and has a tombstone"
+        }
+        return table.tombstones.problem
+      },
+      tombstoneCount: { table($0).tombstones.count })
   }
 }
 
@@ -117,6 +149,8 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
     @usableFromInline var lastSequence: UInt64 = 0
     /// The witnesses of batch lists, queries and aliases of `T`, made on first use.
     @usableFromInline var witnesses = _MoreWitnesses()
+    /// The stamps of removed entities of `T`; see `_Tombstones.swift`.
+    @usableFromInline var tombstones = _TombstoneIndex<T.ID>()
   #else
     /// The live queries, indexes and collectors of `T`; `nil` while there are none.
     @exclusivity(unchecked) @usableFromInline var consumers: _Consumers<T>?
@@ -126,6 +160,7 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
     @exclusivity(unchecked) @usableFromInline var lastSequence: UInt64 = 0
     /// The witnesses of batch lists, queries and aliases of `T`, made on first use.
     @exclusivity(unchecked) @usableFromInline var witnesses = _MoreWitnesses()
+    @exclusivity(unchecked) @usableFromInline var tombstones = _TombstoneIndex<T.ID>()
   #endif
 
   @inlinable

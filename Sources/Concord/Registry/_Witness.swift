@@ -115,6 +115,9 @@ final class _Witness {
   /// Tells persistence, mid-write, that the node's entity was removed; see
   /// `_Persisted.noteRemoval`.
   let persistRemoval: (_AnyNode, _MapCore) -> Void
+  /// For an entity the write under way removed: records its tombstone; see
+  /// `_Tombstones.swift`.
+  @usableFromInline let entomb: (_AnyNode, _MapCore) -> Void
   /// For a query node nobody holds any more: stops maintaining it, gives back its holds.
   let detachConsumer: (_AnyNode, _MapCore) -> Void
   /// For an entity: a shadow for optimistic layers over the value saved at an index (or the
@@ -155,6 +158,7 @@ final class _Witness {
     readsOldValues: @escaping (_AnyNode) -> Bool,
     feedConsumers: @escaping (_AnyNode, _ChangeKind, Int32, Stamp, _MapCore) -> Void,
     persistRemoval: @escaping (_AnyNode, _MapCore) -> Void,
+    entomb: @escaping (_AnyNode, _MapCore) -> Void,
     detachConsumer: @escaping (_AnyNode, _MapCore) -> Void,
     makeShadow: @escaping (_AnyNode, Int32, Stamp) -> _AnyShadow?,
     problem: @escaping (_AnyNode, _MapCore) -> String?
@@ -188,6 +192,7 @@ final class _Witness {
     self.readsOldValues = readsOldValues
     self.feedConsumers = feedConsumers
     self.persistRemoval = persistRemoval
+    self.entomb = entomb
     self.detachConsumer = detachConsumer
     self.makeShadow = makeShadow
     self.problem = problem
@@ -251,7 +256,7 @@ extension _Witness {
       clearAliasValue: hooks.clearAliasValue, aliasName: hooks.aliasName,
       hasConsumers: hooks.hasConsumers, readsOldValues: hooks.readsOldValues,
       feedConsumers: hooks.feedConsumers, persistRemoval: hooks.persistRemoval,
-      detachConsumer: hooks.detachConsumer, makeShadow: hooks.makeShadow,
+      entomb: hooks.entomb, detachConsumer: hooks.detachConsumer, makeShadow: hooks.makeShadow,
       problem: { node, core in
         let typed = _typed(node, Value.self)
         if !typed._slotsMatchChildren() { return "a slot differs from its child's value" }
@@ -282,6 +287,7 @@ struct _WitnessHooks {
     _, _, _, _, _ in
   }
   @usableFromInline var persistRemoval: (_AnyNode, _MapCore) -> Void = { _, _ in }
+  @usableFromInline var entomb: (_AnyNode, _MapCore) -> Void = { _, _ in }
   @usableFromInline var detachConsumer: (_AnyNode, _MapCore) -> Void = { _, _ in }
   @usableFromInline var makeShadow: (_AnyNode, Int32, Stamp) -> _AnyShadow? = { _, _, _ in nil }
   @usableFromInline var problem: (_AnyNode, _MapCore) -> String? = { _, _ in nil }

@@ -228,6 +228,8 @@ struct MModel {
   var lastGeneration = 0
   var star: (value: MKey?, stamp: Stamp) = (nil, .nan)
   var team: (value: [MKey]?, stamp: Stamp) = (nil, .nan)
+  /// The stamps of removed entities (`TombstonePolicy.default`, never reached here).
+  var tombstones: [MKey: Stamp] = [:]
 
   // MARK: Values
 
@@ -316,30 +318,45 @@ extension MModel {
     return merged
   }
 
-  /// Writes `roots`, met at `depth`, as one pass: the claims, then the apply.
+  /// Whether an occurrence stamped `stamp` at `depth` takes its entity from the winner so far:
+  /// the newer stamp wins; between equal stamps, or when either has none, the shallower one,
+  /// then the later one.
+  private func displaces(_ stamp: Stamp?, depth: Int, _ winner: Occurrence) -> Bool {
+    if let stamp, let other = winner.stamp, stamp != other, !stamp.isNaN, !other.isNaN {
+      return stamp > other
+    }
+    return winner.depth >= depth
+  }
+
+  /// Writes `roots`, met at `depth`, as one pass: the claims, then the apply. Returns the
+  /// entities it did not create because their tombstones refused them: the caller removes
+  /// them, with what cannot exist without them, as the map does when the pass ends.
+  @discardableResult
   mutating func write(_ roots: [MPayload], depth startDepth: Int, call: Stamp?, mergeFromDepth: Int)
+    -> [MKey]
   {
     var occurrences: [Occurrence] = []
     var winner: [MKey: Int] = [:]
     var chains: [MKey: [Int]] = [:]
+    // Entities an occurrence brought back past their tombstones: the later ones find none.
+    var revived: Set<MKey> = []
     var level = roots
     var depth = startDepth
     while !level.isEmpty {
       var met: [Int] = []
       for payload in level {
         let key = payload.key
-        if let current = winner[key], occurrences[current].depth < depth {
-          // A deeper occurrence loses; a Mergeable one (a user) is kept to be merged.
-          guard key.kind == .user else { continue }
-        }
         let stamp = Self.stamp(of: payload, call: call)
-        let (accepted, quiet) = verdict(payload, stamp: stamp)
+        let loses = winner[key].map { !displaces(stamp, depth: depth, occurrences[$0]) } ?? false
+        // An occurrence that loses is dropped; a Mergeable one (a user) is kept to be merged.
+        if loses && key.kind != .user { continue }
+        let (accepted, quiet) = verdict(payload, stamp: stamp, revived: &revived)
         occurrences.append(
           Occurrence(payload: payload, depth: depth, stamp: stamp, accepted: accepted, quiet: quiet)
         )
         let index = occurrences.count - 1
         chains[key, default: []].append(index)
-        if let current = winner[key], occurrences[current].depth < depth { continue }
+        if loses { continue }
         winner[key] = index
         met.append(index)
       }
@@ -351,6 +368,7 @@ extension MModel {
       level = next
       depth += 1
     }
+    var refused: [MKey] = []
     for (key, index) in winner.sorted(by: { $0.value < $1.value }) {
       guard case .entity(_, var own, let slots) = occurrences[index].payload else { continue }
       var stamp = occurrences[index].stamp
@@ -375,7 +393,11 @@ extension MModel {
           accepted = true
         }
       }
-      guard accepted else { continue }
+      guard accepted else {
+        if entities[key] == nil { refused.append(key) }
+        continue
+      }
+      if entities[key] == nil { tombstones[key] = nil }
       var stored = MStored(own: own, slots: Self.slotKeys(slots))
       stored.stamp = entities[key]?.stamp ?? .nan
       if let existing = entities[key] {
@@ -387,13 +409,22 @@ extension MModel {
       if let stamp, !stamp.isNaN { stored.stamp = stamp }
       entities[key] = stored
     }
+    return refused
   }
 
   /// Whether an occurrence applies, and if not, whether it is a quiet no-op (its stamp equals
   /// the stored one and its value, merged, is the stored one) rather than a stale write.
-  private func verdict(_ payload: MPayload, stamp: Stamp?) -> (accepted: Bool, quiet: Bool) {
+  private func verdict(_ payload: MPayload, stamp: Stamp?, revived: inout Set<MKey>) -> (
+    accepted: Bool, quiet: Bool
+  ) {
     guard case .entity(let key, let own, let slots) = payload, let stored = entities[key] else {
-      return (true, false)
+      // A removed entity's tombstone refuses a stamped write no newer than the removal.
+      guard let tomb = tombstones[payload.key], !revived.contains(payload.key) else {
+        return (true, false)
+      }
+      let accepted = stamp.map { $0 > tomb } ?? true
+      if accepted { revived.insert(payload.key) }
+      return (accepted, false)
     }
     if Self.admits(stored.stamp, stamp) { return (true, false) }
     // An older stamp is stale whatever the value: only an equal one is compared (merged first).
@@ -405,10 +436,12 @@ extension MModel {
   // MARK: Removal
 
   /// Removes `keys` and whatever cannot exist without them; returns every removed key with its
-  /// last value.
-  mutating func remove(_ keys: [MKey]) -> [MKey: String] {
+  /// last value. Each removed entity with a stamp leaves a tombstone, but for `keys` when not
+  /// `entombing`: those a tombstone refused, which the map never stored (`write`).
+  mutating func remove(_ keys: [MKey], entombing: Bool = true) -> [MKey: String] {
     var removed: [MKey] = []
-    var queue = keys.filter { entities[$0] != nil }
+    var queue = entombing ? keys.filter { entities[$0] != nil } : keys
+    let spared = entombing ? [] : Set(keys)
     while let key = queue.popLast() {
       guard !removed.contains(key) else { continue }
       removed.append(key)
@@ -418,8 +451,17 @@ extension MModel {
       }
     }
     var last: [MKey: String] = [:]
-    for key in removed { last[key] = render(key) }
-    for key in removed { entities[key] = nil }
+    for key in removed where entities[key] != nil {
+      // A parent of an entity a tombstone refused shows that entity as written, which the
+      // model does not keep: the contract says only that the parent is removed.
+      last[key] = rendersStored(key, path: [key]) ? render(key) : MHandle.rolledBack
+    }
+    for key in removed {
+      if !spared.contains(key), let stamp = entities[key]?.stamp, !stamp.isNaN {
+        tombstones[key] = stamp
+      }
+      entities[key] = nil
+    }
     for parent in Array(entities.keys) {
       let shapes = parent.kind.shapes
       entities[parent]!.slots = entities[parent]!.slots.enumerated().map { index, slot in
@@ -432,6 +474,14 @@ extension MModel {
     if let value = star.value, removed.contains(value) { star = (nil, .nan) }
     if let value = team.value { team.value = value.filter { !removed.contains($0) } }
     return last
+  }
+
+  /// Whether every entity `key` nests, at any depth, is stored.
+  private func rendersStored(_ key: MKey, path: Set<MKey>) -> Bool {
+    guard let stored = entities[key] else { return false }
+    return stored.slots.allSatisfy { slot in
+      (slot ?? []).allSatisfy { path.contains($0) || rendersStored($0, path: path.union([$0])) }
+    }
   }
 
   // MARK: Lifetime
@@ -698,12 +748,15 @@ extension ModelRun {
     let stamp = stamp()
     let key = payload.key
     note("store \(MValues.describe(payload)) \(describe(stamp))")
-    let handle: MHandle
+    var handle: MHandle
+    // The value as written, rendered: what the handle keeps when a tombstone refuses it.
+    var written = ""
     func store<T: Identifiable & Sendable>(
       _ value: T, _ render: @escaping @Sendable (T) -> String
     ) -> MHandle {
       let observer =
         transaction?.store(value, modifiedAt: stamp) ?? map.store(value, modifiedAt: stamp)
+      written = render(value)
       return entity(key, observer, render)
     }
     switch kind {
@@ -714,7 +767,15 @@ extension ModelRun {
     case .shelf: handle = store(MValues.shelf(payload), MValues.render)
     case .member: handle = store(MValues.member(payload), MValues.render)
     }
-    model.write([payload], depth: 0, call: stamp, mergeFromDepth: 0)
+    let refused = model.write([payload], depth: 0, call: stamp, mergeFromDepth: 0)
+    modelRemove(refused, entombing: false)
+    if refused.contains(key) {
+      handle.removedValue = written
+    } else if model.entities[key] == nil {
+      // Removed with a nested entity a tombstone refused: its last value nests that entity as
+      // written, which the model does not keep.
+      handle.removedValue = MHandle.rolledBack
+    }
     return handle
   }
 
@@ -725,7 +786,11 @@ extension ModelRun {
     let stamp = stamp()
     note("store batch \(payloads.map(MValues.describe)) \(describe(stamp))")
     // Every position of an id shows the last occurrence's entity: positions are ids.
-    let target = MTarget.batch(payloads.map(\.key))
+    var target = MTarget.batch(payloads.map(\.key))
+    let refused = model.write(payloads, depth: 1, call: stamp, mergeFromDepth: 1)
+    modelRemove(refused, entombing: false)
+    // The batch drops what a tombstone refused, and what went with it.
+    target = .batch(payloads.map(\.key).filter { model.entities[$0] != nil })
     let handle: MHandle
     if kind == .leaf {
       let leaves = payloads.map(MValues.leaf)
@@ -745,7 +810,6 @@ extension ModelRun {
         target: target, read: { (render(observer.value), false) },
         observe: { told in observer.observe { told.append(render($0)) } })
     }
-    model.write(payloads, depth: 1, call: stamp, mergeFromDepth: 1)
     return handle
   }
 
@@ -790,7 +854,9 @@ extension ModelRun {
     guard case .entity(_, var own, var slots) = model.payload(of: key) else { return }
     own.text = title
     if let editor { slots[1] = .optional(editor) }
-    model.write([.entity(key: key, own: own, slots: slots)], depth: 0, call: nil, mergeFromDepth: 1)
+    let refused = model.write(
+      [.entity(key: key, own: own, slots: slots)], depth: 0, call: nil, mergeFromDepth: 1)
+    modelRemove(refused, entombing: false)
   }
 
   /// Makes a member's friends the stored values of other members, which can close cycles.
@@ -835,13 +901,16 @@ extension ModelRun {
     note("removeAll")
     map.removeAll()
     modelRemove(Array(model.entities.keys))
+    model.tombstones = [:]
     model.star = (nil, .nan)
     model.team = (nil, .nan)
   }
 
-  /// Removes `keys` from the model, and records the last values their handles keep.
-  func modelRemove(_ keys: [MKey]) {
-    let last = model.remove(keys)
+  /// Removes `keys` from the model, and records the last values their handles keep; see
+  /// `MModel.remove(_:entombing:)`.
+  func modelRemove(_ keys: [MKey], entombing: Bool = true) {
+    guard entombing || !keys.isEmpty else { return }
+    let last = model.remove(keys, entombing: entombing)
     for index in handles.indices {
       switch handles[index].target {
       case .entity(let key):
@@ -887,14 +956,17 @@ extension ModelRun {
     let slotStamp = star ? model.star.stamp : model.team.stamp
     let keys = payloads.map(\.key)
     let accepted = MModel.admits(slotStamp, stamp)
-    model.write(payloads, depth: 1, call: stamp, mergeFromDepth: 0)
-    guard accepted else { return }
-    let recorded = stamp.flatMap { $0.isNaN ? nil : $0 } ?? slotStamp
-    if star {
-      model.star = (keys.first, recorded)
-    } else {
-      model.team = (keys, recorded)
+    let refused = model.write(payloads, depth: 1, call: stamp, mergeFromDepth: 0)
+    if accepted {
+      let recorded = stamp.flatMap { $0.isNaN ? nil : $0 } ?? slotStamp
+      if star {
+        model.star = (keys.first, recorded)
+      } else {
+        model.team = (keys, recorded)
+      }
     }
+    // The slot loses what a tombstone refused, as it would any removed entity.
+    modelRemove(refused, entombing: false)
   }
 
   func removeAlias() {

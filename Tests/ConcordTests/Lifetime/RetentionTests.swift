@@ -138,6 +138,8 @@ struct RetentionModelTests {
   struct Model {
     var values: [Int: String] = [:]
     var stamps: [Int: Stamp] = [:]
+    /// The stamps of removed entities (`TombstonePolicy.default`); evicted ones leave none.
+    var tombstones: [Int: Stamp] = [:]
     /// Released entities, least recently released first.
     var buffer: [Int] = []
     let capacity: Int
@@ -181,12 +183,21 @@ struct RetentionModelTests {
         let stamp: Stamp? = random.chance(0.5) ? nil : Stamp(random.int(1..<5))
         history.append("\(step): store \(id) \(name) \(stamp.map { "\($0)" } ?? "-")")
         let handle = map.store(MLeaf(id: id, name: name), modifiedAt: stamp)
-        let admitted = model.values[id] == nil || MModel.admits(model.stamps[id] ?? .nan, stamp)
+        let admitted =
+          if model.values[id] == nil {
+            stamp == nil || model.tombstones[id].map { stamp! > $0 } ?? true
+          } else {
+            MModel.admits(model.stamps[id] ?? .nan, stamp)
+          }
         if admitted {
+          if model.values[id] == nil { model.tombstones[id] = nil }
           model.values[id] = name
           if let stamp { model.stamps[id] = stamp }
         }
-        if random.chance(0.4) {
+        if model.values[id] == nil {
+          // Refused by the tombstone: the handle shows a removed entity, held by nobody.
+          #expect(handle.isRemoved, "\(history.suffix(12))")
+        } else if random.chance(0.4) {
           held[id, default: []].append(handle)
           model.hold(id)
         } else if held[id] == nil {
@@ -211,6 +222,7 @@ struct RetentionModelTests {
       case 4:
         history.append("\(step): remove \(id)")
         map.remove(MLeaf.self, id: id)
+        if model.values[id] != nil, let stamp = model.stamps[id] { model.tombstones[id] = stamp }
         model.values[id] = nil
         model.stamps[id] = nil
         model.hold(id)

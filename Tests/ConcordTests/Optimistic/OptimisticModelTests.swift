@@ -25,6 +25,8 @@ private struct OptimisticModelRun {
   let map = IdentityMap()
   var base: [Int: (value: Counter, stamp: Double?)] = [:]
   var layers: [ModelLayer] = []
+  /// The stamps of removed entities: the newest each showed or had underneath.
+  var tombstones: [Int: Double] = [:]
   var handles: [EntityObserver<Counter>] = []
   var log: [String] = []
   let ids = 0..<8
@@ -73,6 +75,8 @@ private struct OptimisticModelRun {
       log.append("server store \(id) = \(value) stamp \(stamp.map { "\($0)" } ?? "nil")")
       let existed = visible(id) != nil
       handles.append(map.store(Counter(id: id, value: value), modifiedAt: stamp))
+      if !existed, let tomb = tombstones[id], let stamp, stamp <= tomb { return }
+      if !existed { tombstones[id] = nil }
       applyUnderneath(Counter(id: id, value: value), stamp: stamp)
       if !existed { observeIfNeeded(id) }
     case 2:
@@ -87,6 +91,11 @@ private struct OptimisticModelRun {
     case 3:
       log.append("server remove \(id)")
       map.remove(Counter.self, id: id)
+      if visible(id) != nil,
+        let stamp = [visibleStamp(id), base[id]?.stamp].compactMap({ $0 }).max()
+      {
+        tombstones[id] = stamp
+      }
       base[id] = nil
       for index in layers.indices {
         layers[index].values[id] = nil
@@ -120,7 +129,10 @@ private struct OptimisticModelRun {
         if let stamp = visibleStamp(id) { layer.stamps[id] = stamp }
       }
       layers.append(layer)
-      for id in created { observeIfNeeded(id) }
+      for id in created {
+        tombstones[id] = nil
+        observeIfNeeded(id)
+      }
     case 6, 7:
       guard !layers.isEmpty else { return }
       let index = Int.random(in: 0..<layers.count, using: &random)
