@@ -166,6 +166,20 @@ public final class SQLiteStore: PersistentStore, @unchecked Sendable {
     }
   }
 
+  /// Reads every row of `kind`, tombstones included, on the reading connection: what a live
+  /// query of a persisted type starts from.
+  public func records(kind: String) throws -> [(key: [UInt8], record: PersistentRecord)] {
+    try reader.withLock {
+      let statement = try reader.statement(
+        "SELECT payload, stamp, key FROM entities WHERE kind = ?1")
+      defer { statement.finish() }
+      try statement.bind(1, kind)
+      var records: [(key: [UInt8], record: PersistentRecord)] = []
+      while try statement.step() { records.append((statement.blob(2), statement.record())) }
+      return records
+    }
+  }
+
   /// Reads one alias's row, on the reading connection.
   public func aliasRecord(named name: String) throws -> PersistentRecord? {
     try reader.withLock {
@@ -412,16 +426,16 @@ final class _Statement {
 
   /// The current row as a record: the payload in column 0, the stamp in column 1.
   func record() -> PersistentRecord {
-    let count = Int(sqlite3_column_bytes(handle, 0))
-    let payload =
-      if count > 0, let bytes = sqlite3_column_blob(handle, 0) {
-        Array(UnsafeRawBufferPointer(start: bytes, count: count))
-      } else {
-        [UInt8]()
-      }
     let stamp: Stamp? =
       sqlite3_column_type(handle, 1) == SQLITE_NULL ? nil : sqlite3_column_double(handle, 1)
-    return PersistentRecord(payload: payload, stamp: stamp)
+    return PersistentRecord(payload: blob(0), stamp: stamp)
+  }
+
+  /// The bytes of the blob in `column` of the current row.
+  func blob(_ column: Int32) -> [UInt8] {
+    let count = Int(sqlite3_column_bytes(handle, column))
+    guard count > 0, let bytes = sqlite3_column_blob(handle, column) else { return [] }
+    return Array(UnsafeRawBufferPointer(start: bytes, count: count))
   }
 }
 

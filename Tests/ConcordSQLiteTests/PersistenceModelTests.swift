@@ -96,8 +96,13 @@ struct PersistenceModelTests {
         milestone: Bool.random(using: &generator) ? Milestone(id: id % 2, title: "ms\(step)") : nil)
     }
 
-    /// Checks that `map` finds every user and issue as the model has it.
+    /// Checks that `map` finds every user and issue as the model has it, and that live queries
+    /// list them, whether they are in memory or only in the store.
     func check(_ map: IdentityMap, _ step: String) {
+      let listed = map.query(Issue.self, sortedBy: { $0.id < $1.id })
+      #expect(listed.value == (0..<8).compactMap(issue), "\(step): the query of issues")
+      let even = map.query(User.self, filter: { $0.id % 2 == 0 }, sortedBy: { $0.id < $1.id })
+      #expect(even.value == users.values.filter { $0.id % 2 == 0 }.sorted { $0.id < $1.id })
       for id in 0..<6 {
         #expect(map.find(User.self, id: id)?.value == users[id], "\(step): user \(id)")
       }

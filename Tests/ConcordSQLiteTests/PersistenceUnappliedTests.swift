@@ -300,6 +300,13 @@ final class MemoryStore: PersistentStore {
     aliases.value[name]?.record
   }
 
+  func records(kind: String) throws -> [(key: [UInt8], record: PersistentRecord)] {
+    let prefix = kind + "/"
+    return rows.value.compactMap { key, record in
+      key.hasPrefix(prefix) ? (Array(key.dropFirst(prefix.count).utf8), record) : nil
+    }
+  }
+
   func apply(_ changes: [PersistentChange]) throws {
     if isFailing.value { throw Failure() }
     var rows = rows.value

@@ -235,7 +235,7 @@ final class _MapCore: @unchecked Sendable {
     if audience.underLayers { raiseShadows() }
     commit()
     let outcome = outbox.takeOutcome()
-    var deferredLayers: [(layer: _Layer, commit: Bool)] = []
+    var deferredLayers: [_LayerEnd] = []
     swap(&deferredLayers, &layers.deferred)
     frame.depth -= 1
     lock.unlock()

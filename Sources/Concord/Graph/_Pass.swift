@@ -172,6 +172,10 @@ final class _Pass {
   /// every node it writes. The differential tests run one map so, beside one that takes them.
   /// NB: a constant once the map is made, as `_core`: read without exclusivity checks.
   @exclusivity(unchecked) @usableFromInline var isExhaustive = false
+  /// The entities whose stored stamp an equal one replaces, as a newer one would: those of the
+  /// optimistic layer whose server's answer the write stores (`commit(confirmedBy:)`). Empty
+  /// otherwise.
+  @usableFromInline var confirming: Set<ObjectIdentifier> = []
 
   @usableFromInline init() {}
 
@@ -704,7 +708,11 @@ extension _Pass {
     if node.admits(stamp) { return .accepted }
     // NB: refused, so `stamp` is a number and the node has one; NaN equals nothing.
     guard stamp == node.s.stamp else { return .stale }
-    if schema.acceptsEqualStamps { return .accepted }
+    if schema.acceptsEqualStamps
+      || (!confirming.isEmpty && confirming.contains(ObjectIdentifier(node)))
+    {
+      return .accepted
+    }
     let merged = schema.merge.map { $0(payload, node.value) } ?? payload
     return schema.ownFieldsEqual(node.value, merged) ? .unchanged : .stale
   }

@@ -93,6 +93,39 @@ public final class OptimisticLayer: Sendable {
     core.end(layer, commit: true)
   }
 
+  /// Commits the layer and stores `answer`, the server's reply to the request the layer
+  /// anticipated, underneath, in one write: subscribers are told once, from the layer's value to
+  /// the answer.
+  ///
+  /// A server often leaves an entity's stamp alone on the changes a layer makes (a status's
+  /// `edited_at` does not move when it is favourited), so the answer comes with the stamp the
+  /// entity already has, which ``commit()`` followed by `store` would refuse: the layer's guess
+  /// would stay. Here, for the entities the layer wrote, an answer whose stamp equals the
+  /// stored one applies; an older one is refused as stale, and a newer one applies as always.
+  ///
+  /// ```swift
+  /// let favourite = map.optimistic { $0.update(Status.self, id: id) { $0.favouritesCount += 1 } }
+  /// let confirmed = try await api.favourite(id)  // the status, as the server now has it
+  /// favourite.commit(confirmedBy: confirmed)
+  /// ```
+  ///
+  /// An entity of `answer` the layer did not write (nested in it, say) is stored as `store`
+  /// would. After the layer ended (committed, rolled back or dropped), this stores the answer
+  /// as `store` would, and nothing else. Called inside an `update` or transaction body, it
+  /// takes effect when that write ends.
+  public func commit<T: Identifiable & Sendable>(confirmedBy answer: T) {
+    commit(confirmedBy: [answer])
+  }
+
+  /// Commits the layer and stores `answers`, the server's reply, in one write, as the version
+  /// with one answer does. The answers are stored one after the other, as separate `store`
+  /// calls in a transaction would.
+  public func commit<T: Identifiable & Sendable>(confirmedBy answers: [T]) {
+    core.end(layer, commit: true) { core in
+      for answer in answers { core.store(answer, stamp: nil, held: false) { _ in } }
+    }
+  }
+
   /// Undoes the layer: each entity it wrote shows what is underneath, including writes that
   /// arrived while it was pending, with the layers made later re-applied on top. Entities only
   /// the layer created are removed. Does nothing after the layer ended.

@@ -189,6 +189,27 @@ public final class IdentityMap: Sendable {
     }
   }
 
+  /// The aggregates that nest the entity `id` of `type` now, each once, in no particular order:
+  /// who holds it, as the removal rules see it.
+  ///
+  /// ```swift
+  /// // Before deleting a status: the boosts and notifications that show it.
+  /// let holders = map.parents(of: Status.self, id: deleted.id)
+  /// ```
+  ///
+  /// Batch handles, aliases and queries are not parents; ``holders(of:id:)`` counts those too.
+  /// For persisted types, aggregates only in the store count as well: they are read, and
+  /// released again unless something holds them.
+  ///
+  /// - Returns: The parents; empty when the entity is not stored.
+  /// - Complexity: O(parents); with persisted aggregate types, O(records of those types) to read
+  ///   the ones not in memory.
+  public func parents<T: Identifiable & Sendable>(of type: T.Type, id: T.ID)
+    -> [EntityReference]
+  {
+    _core.write { _core.parents(of: T.self, id: id) }
+  }
+
   /// Removes every entity, as `remove` does one by one, and every alias.
   ///
   /// - Complexity: O(entities + links).

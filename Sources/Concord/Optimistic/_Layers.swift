@@ -18,6 +18,16 @@
 // its underneath value over its nested entities' own visible values.
 
 /// The map's optimistic layers.
+/// How a layer is to end: committed, or rolled back; and for `commit(confirmedBy:)`, the store of
+/// the server's answer that goes with it.
+@usableFromInline
+struct _LayerEnd {
+  let layer: _Layer
+  let commit: Bool
+  /// Stores the answer, as the write that ends the layer.
+  let answer: ((_MapCore) -> Void)?
+}
+
 @usableFromInline
 struct _Layers {
   /// The shadowed entities, by node, and in the order they were first shadowed.
@@ -27,7 +37,7 @@ struct _Layers {
   /// How many layers are neither committed nor rolled back.
   var pendingCount = 0
   /// Commits and rollbacks asked for inside a write, done when it ends.
-  @usableFromInline var deferred: [(layer: _Layer, commit: Bool)] = []
+  @usableFromInline var deferred: [_LayerEnd] = []
 
   @usableFromInline init() {}
 

@@ -154,20 +154,32 @@ extension _MapCore {
     layer.nodes = []
   }
 
-  /// Commits or rolls back `layer` now, or when the write this thread is inside ends.
-  func end(_ layer: _Layer, commit: Bool) {
+  /// Commits or rolls back `layer` now, or when the write this thread is inside ends. With
+  /// `answer`, commits it and stores the server's answer in the same write (see
+  /// `OptimisticLayer.commit(confirmedBy:)`); after the layer ended, only stores the answer.
+  func end(_ layer: _Layer, commit: Bool, answer: ((_MapCore) -> Void)? = nil) {
     lock.lock()
-    guard layer.isPending else {
+    guard layer.isPending || answer != nil else {
       lock.unlock()
       return
     }
     guard frame.depth == 0 else {
-      layers.deferred.append((layer, commit))
+      layers.deferred.append(_LayerEnd(layer: layer, commit: commit, answer: answer))
       lock.unlock()
       return
     }
     lock.unlock()
-    write { finish(layer, commit: commit) }
+    write {
+      guard let answer else { return finish(layer, commit: commit) }
+      // NB: the answer is the server's truth about what the layer wrote: an equal stamp
+      // applies to those entities (and only while the layer is pending).
+      if layer.isPending {
+        pass.confirming = Set(layer.nodes.lazy.map(ObjectIdentifier.init))
+        finish(layer, commit: true)
+      }
+      defer { pass.confirming = [] }
+      answer(self)
+    }
   }
 
   /// Ends the layers whose commit or rollback was asked for inside the write that just ended.
@@ -176,9 +188,9 @@ extension _MapCore {
   /// back the last hold that pinned the map (a shadow's) and so the map's retain of itself,
   /// while the caller, the end of a write reached through a handle's deinit, may hold the map
   /// unretained.
-  func endDeferredLayers(_ deferred: [(layer: _Layer, commit: Bool)]) {
+  func endDeferredLayers(_ deferred: [_LayerEnd]) {
     withExtendedLifetime(self) {
-      for (layer, commit) in deferred { end(layer, commit: commit) }
+      for end in deferred { self.end(end.layer, commit: end.commit, answer: end.answer) }
     }
   }
 }

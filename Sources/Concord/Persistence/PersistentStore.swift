@@ -33,6 +33,36 @@ public protocol PersistentStore: AnyObject, Sendable {
 
   /// Applies `changes` in order, all of them or none: one store transaction.
   func apply(_ changes: [PersistentChange]) throws
+
+  /// Every record of `kind`, tombstones included, with the keys their ids encode to, in no
+  /// particular order.
+  ///
+  /// A live query of a persisted type reads them when it opens (see
+  /// ``IdentityMap/query(_:filter:sortedBy:)``), so that it shows the entities the store has
+  /// and memory does not. The default implementation throws ``PersistentStoreUnsupported``:
+  /// the failure is logged (``IdentityMapEvent/persistenceFailed(_:)``), and such a query shows
+  /// what is in memory only.
+  func records(kind: String) throws -> [(key: [UInt8], record: PersistentRecord)]
+}
+
+extension PersistentStore {
+  /// Throws ``PersistentStoreUnsupported``: a store that does not list its records.
+  public func records(kind: String) throws -> [(key: [UInt8], record: PersistentRecord)] {
+    throw PersistentStoreUnsupported(operation: "records(kind: \"\(kind)\")")
+  }
+}
+
+/// The error of a ``PersistentStore`` operation the store does not implement.
+public struct PersistentStoreUnsupported: Error, Hashable, Sendable, CustomStringConvertible {
+  /// The operation, as called.
+  public var operation: String
+
+  /// The error of `operation`.
+  public init(operation: String) {
+    self.operation = operation
+  }
+
+  public var description: String { "the store does not implement \(operation)" }
 }
 
 /// What a ``PersistentStore`` keeps for one entity or alias: its encoded value and its stamp.

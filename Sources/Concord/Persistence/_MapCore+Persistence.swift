@@ -254,12 +254,15 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
   /// The entity `id` as the store has it (the changes not yet applied included): saved, a
   /// tombstone, or `.deleted` when the store has nothing. Failures are logged to the map's
   /// outbox, and read as nothing.
-  func read(_ id: T.ID, _ core: _MapCore) -> _Unapplied<T> {
+  ///
+  /// - Parameter listed: The store's record of the entity, when the caller has it already
+  ///   (`loadAll`).
+  func read(_ id: T.ID, _ core: _MapCore, listed: PersistentRecord? = nil) -> _Unapplied<T> {
     let unapplied = unapplied(id)
     guard case .unknown = unapplied else { return unapplied }
     let record: PersistentRecord?
     do {
-      record = try persistence.store.record(kind: kind, key: ops.encodeID(id))
+      record = try listed ?? persistence.store.record(kind: kind, key: ops.encodeID(id))
     } catch {
       core.outbox.log { [kind] in .persistenceFailed("reading \(kind)(\(id)): \(error)") }
       return .deleted
@@ -271,6 +274,35 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
     } catch {
       core.outbox.log { .undecodableRecord(EntityReference(T.self, id: id), "\(error)") }
       return .deleted
+    }
+  }
+
+  /// The ids of the entities saved by the changes not yet applied, which the store's own
+  /// records may not list yet.
+  func unappliedIDs() -> [T.ID] {
+    var ids = open.compactMap { $0.value == nil ? nil : $0.id }
+    for layer in inFlight { ids += layer.compactMap { $0.value == nil ? nil : $0.id } }
+    ids += stuck.values.compactMap { $0.value == nil ? nil : $0.id }
+    return ids
+  }
+
+  /// Every record of the type the store lists, with their ids; failures are logged, and
+  /// read as none.
+  func listed(_ core: _MapCore) -> [(id: T.ID, record: PersistentRecord)] {
+    let records: [(key: [UInt8], record: PersistentRecord)]
+    do {
+      records = try persistence.store.records(kind: kind)
+    } catch {
+      core.outbox.log { [kind] in .persistenceFailed("listing \(kind): \(error)") }
+      return []
+    }
+    return records.compactMap { key, record in
+      do {
+        return (try ops.decodeID(key), record)
+      } catch {
+        core.outbox.log { [kind] in .persistenceFailed("reading a key of \(kind): \(error)") }
+        return nil
+      }
     }
   }
 
@@ -350,6 +382,7 @@ struct _PersistedOps<T: Identifiable & Sendable> {
   @usableFromInline let saveAlias: (String, String, [T], Stamp?) -> _AliasOp
   @usableFromInline let decode: ([UInt8]) throws -> T
   @usableFromInline let decodeIDs: ([UInt8]) throws -> [T.ID]
+  @usableFromInline let decodeID: ([UInt8]) throws -> T.ID
   @usableFromInline let encodeID: (T.ID) throws -> [UInt8]
 
   @inlinable
@@ -362,6 +395,7 @@ struct _PersistedOps<T: Identifiable & Sendable> {
     }
     decode = { try store.decode(T.self, from: $0) }
     decodeIDs = { try store.decode([T.ID].self, from: $0) }
+    decodeID = { try store.decode(T.ID.self, from: $0) }
     encodeID = { try store.encode($0) }
   }
 }
@@ -441,13 +475,15 @@ extension _MapCore {
   }
 
   @usableFromInline
-  func load<T: Identifiable & Sendable>(_ id: T.ID, into table: _Table<T>) {
+  func load<T: Identifiable & Sendable>(
+    _ id: T.ID, into table: _Table<T>, listed: PersistentRecord? = nil
+  ) {
     guard let persisted = table.persisted, let persistence else { return }
     let key = _RowKey(kind: persisted.kind, id: AnyHashable(id))
     guard !persistence.loading.contains(key) else { return }
     let value: T
     let stamp: Stamp?
-    switch persisted.read(id, self) {
+    switch persisted.read(id, self, listed: listed) {
     case .saved(let saved, let savedStamp): (value, stamp) = (saved, savedStamp)
     case .tombstone(let tomb):
       // NB: the store's tombstone, kept in memory where writes look for it.
@@ -458,6 +494,25 @@ extension _MapCore {
     persistence.loading.insert(key)
     defer { persistence.loading.remove(key) }
     admitLoaded(value, stamp: stamp, in: table)
+  }
+
+  /// Brings every entity of `T` the store has, and memory does not, into memory: what a live
+  /// query of a persisted type starts from. Those nobody then holds are released when the
+  /// write ends, as loaded entities are. Tombstones stay in the store.
+  ///
+  /// - Complexity: O(records of `T`) decodes, plus the entities they nest that are not in
+  ///   memory.
+  @usableFromInline
+  func loadAll<T: Identifiable & Sendable>(into table: _Table<T>) {
+    guard let persisted = table.persisted else { return }
+    var listed: Set<T.ID> = []
+    for (id, record) in persisted.listed(self) where !record.isTombstone {
+      listed.insert(id)
+      if table.node(id) == nil { load(id, into: table, listed: record) }
+    }
+    for id in persisted.unappliedIDs() where !listed.contains(id) && table.node(id) == nil {
+      load(id, into: table)
+    }
   }
 
   /// Brings `value`, loaded from the store with `stamp`, into memory, without writing: see the

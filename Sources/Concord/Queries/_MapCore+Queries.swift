@@ -21,6 +21,8 @@ extension _MapCore {
     _: T.Type, filter: (@Sendable (T) -> Bool)?, sortedBy: (@Sendable (T, T) -> Bool)?
   ) -> Unmanaged<_Node<[T]>> {
     let table = registry.table(for: T.self)
+    // NB: an entity in the store counts as stored: the query starts from all of them.
+    if table.persisted != nil { loadAll(into: table) }
     let query = _QueryNode(table: table, filter: filter, sortedBy: sortedBy)
     query.adopt()
     let held = holdForHandle(query)
@@ -45,7 +47,9 @@ extension _MapCore {
   func openIndexedQuery<T: Identifiable & Sendable, V: Hashable & Sendable>(
     _: T.Type, keyPath: KeyPath<T, V>, key: V, sortedBy: (@Sendable (T, T) -> Bool)?
   ) -> Unmanaged<_Node<[T]>> {
-    let query = _QueryNode(table: registry.table(for: T.self), filter: nil, sortedBy: sortedBy)
+    let table = registry.table(for: T.self)
+    if table.persisted != nil { loadAll(into: table) }
+    let query = _QueryNode(table: table, filter: nil, sortedBy: sortedBy)
     query.adopt()
     let held = holdForHandle(query)
     startNowOrAtCommit { [self] in

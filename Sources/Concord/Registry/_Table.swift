@@ -53,6 +53,9 @@ struct _TableQueries {
   let tombstoneProblem: (_AnyTable) -> String?
   /// How many tombstones the table holds; for `_checkInvariants`.
   let tombstoneCount: (_AnyTable) -> Int
+  /// For a persisted aggregate type, brings the entities only the store has into memory; see
+  /// `_MapCore.loadAll(into:)`.
+  let loadAggregates: (_AnyTable, _MapCore) -> Void
 
   @usableFromInline
   init(
@@ -65,7 +68,8 @@ struct _TableQueries {
     evictTombstone: @escaping (_AnyTable, _MapCore) -> Void,
     clearTombstones: @escaping (_AnyTable, _MapCore) -> Void,
     tombstoneProblem: @escaping (_AnyTable) -> String?,
-    tombstoneCount: @escaping (_AnyTable) -> Int
+    tombstoneCount: @escaping (_AnyTable) -> Int,
+    loadAggregates: @escaping (_AnyTable, _MapCore) -> Void
   ) {
     self.forEachNode = forEachNode
     self.count = count
@@ -80,6 +84,7 @@ struct _TableQueries {
     self.clearTombstones = clearTombstones
     self.tombstoneProblem = tombstoneProblem
     self.tombstoneCount = tombstoneCount
+    self.loadAggregates = loadAggregates
   }
 
   /// The queries of `_Table<T>`.
@@ -114,7 +119,11 @@ struct _TableQueries {
         }
         return table.tombstones.problem
       },
-      tombstoneCount: { table($0).tombstones.count })
+      tombstoneCount: { table($0).tombstones.count },
+      loadAggregates: { erased, core in
+        let table = table(erased)
+        if table.persisted != nil && !table.schema.isLeaf { core.loadAll(into: table) }
+      })
   }
 }
 

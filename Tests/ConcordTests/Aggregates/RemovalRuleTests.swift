@@ -7,7 +7,7 @@ import Testing
 // Removal rules per key path: `.removeParent` on an optional or a collection removes the
 // aggregate with the nested entity, in the same write, told like any removal; cascades end on
 // cycles with each entity removed once. Examples on Mastodon's shapes, then a seeded run over
-// random graphs against a model of the cascade.
+// random graphs against a model of the cascade, which also checks `parents(of:id:)`.
 
 /// A member whose friends it cannot exist without: removing one removes the member.
 struct Dependent: Aggregate, Equatable {
@@ -83,6 +83,25 @@ struct RemovalRuleTests {
     map._core._checkInvariants()
   }
 
+  @Test func parentsAreTheAggregatesNestingTheEntityNotListsOrAliases() {
+    let map = IdentityMap()
+    let original = Status.post("9", "original", at: 10)
+    let boost = map.store(Status.boost("b1", of: original, at: 11))
+    let notification = map.store(
+      MastodonNotification(id: "n1", type: "favourite", status: original))
+    let page = map.store([original])
+    map.store(original, named: AliasKey<Status>("pinned"))
+    #expect(
+      Set(map.parents(of: Status.self, id: "9"))
+        == [
+          EntityReference(Status.self, id: "b1"),
+          EntityReference(MastodonNotification.self, id: "n1"),
+        ])
+    #expect(map.parents(of: Status.self, id: "absent").isEmpty)
+    #expect(map.parents(of: Status.self, id: "b1").isEmpty)
+    withExtendedLifetime((boost, notification, page)) {}
+  }
+
   @Test func aRuleOnANonOptionalEntityIsTheDefaultAlready() {
     // NB: compiles and behaves as `.init(\.author)`.
     let rule = NestedEntity<Book>(\.author, onRemoval: .default)
@@ -112,6 +131,13 @@ struct RemovalRuleModelTests {
         Dependent(id: id, needs: needs[id]!.map(value), optional: optional[id]!.map(value))
       }
       let handles = (0..<count).reversed().map { map.store(value($0)) }.reversed() as [_]
+      // Who holds each entity, as `parents(of:id:)` answers.
+      for id in 0..<count {
+        let expected = (0..<count).filter { needs[$0]!.contains(id) || optional[$0]!.contains(id) }
+        let parents = map.parents(of: Dependent.self, id: id)
+        #expect(parents.count == expected.count, "each parent once")
+        #expect(Set(parents) == Set(expected.map { EntityReference(Dependent.self, id: $0) }))
+      }
       let victim = Int.random(in: 0..<count, using: &random)
       // The model: whatever needs a removed entity is removed, transitively.
       var removed: Set<Int> = [victim]
