@@ -37,6 +37,13 @@ where Value.ID == Int {
     defer { lock.unlock() }
     return storage[id]
   }
+
+  @inline(__always)
+  func remove(_ id: Int) {
+    lock.lock()
+    storage[id] = nil
+    lock.unlock()
+  }
 }
 
 /// The floor for an aggregate: one dictionary per entity type, all behind one lock.

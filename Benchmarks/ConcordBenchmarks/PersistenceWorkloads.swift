@@ -176,4 +176,41 @@ extension Workloads {
       return result
     }
   }
+
+  /// Opening a live query over 10,000 persisted entities that are not in memory, per row, after
+  /// a restart: the store's rows read in one scan, decoded and admitted, and held by the query.
+  /// Against finding the same entities one by one, cold, as `persist.find.cold` does (each
+  /// found entity released again): the target is 2× that.
+  func queryOpenPersisted() -> Result {
+    let rows = 10_000
+    return withDatabase { path in
+      var map = persistentMap(path)
+      for start in stride(from: 0, to: rows, by: 1_000) {
+        _ = map.store((start..<start + 1_000).map { Model($0) })
+      }
+      try! map.flush()
+      map = persistentMap(path)
+      var result = compare(
+        "query.open.persisted",
+        map: {
+          var opened: EntityObserver<[Model]>?
+          let ns = nanoseconds { opened = map.query(Model.self, filter: { $0.score >= 0 }) }
+          precondition(opened?.value.count == rows, "every row is in the result")
+          opened = nil
+          precondition(map.count == 0, "closing the query released every row")
+          return ns / Double(rows)
+        },
+        floor: {
+          nanoseconds {
+            for id in 0..<rows {
+              let found = map.find(Model.self, id: id)
+              precondition(found != nil, "the row is there")
+              blackHole(found)
+            }
+          } / Double(rows)
+        })
+      result.note = "floor: the map's cold finds of the same rows (persist.find.cold), per row"
+      return result
+    }
+  }
 }

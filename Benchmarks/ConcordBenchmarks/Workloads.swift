@@ -17,7 +17,7 @@ struct Workloads {
     "scale.find.1M", "memory.perEntity", "store.merge", "retention.churn", "store.refetch",
     "store.page.decoded", "query.maintain", "query.indexed.open", "collector.drain",
     "optimistic.apply+rollback", "optimistic.shadowed.write", "persist.write", "persist.page",
-    "persist.find.cold",
+    "persist.find.cold", "remove.tombstoned", "query.open.persisted",
   ]
 
   func run(_ name: String) -> Result {
@@ -46,6 +46,8 @@ struct Workloads {
     case "persist.write": persistWrite()
     case "persist.page": persistPage()
     case "persist.find.cold": persistFindCold()
+    case "remove.tombstoned": removeTombstoned()
+    case "query.open.persisted": queryOpenPersisted()
     default: fatalError("unknown workload \(name)")
     }
   }
@@ -105,6 +107,38 @@ struct Workloads {
         blackHole(floor)
         return ns / Double(n)
       })
+  }
+
+  /// Removals of held, stamped entities, each leaving a tombstone (the limit is `n`, so none is
+  /// forgotten), against removals from the floor's dictionary. Each sample stores the entities
+  /// again first, newer, untimed: that brings them back and drops their tombstones.
+  func removeTombstoned() -> Result {
+    let map = IdentityMap(tombstones: .keepNewest(n))
+    let floor = Floor<Model>()
+    let models = (0..<n).map { Model($0) }
+    var handles: [EntityObserver<Model>] = []
+    var round = 0.0
+    var result = compare(
+      "remove.tombstoned",
+      map: {
+        round += 1
+        handles = []
+        handles = models.map { map.store($0, modifiedAt: round) }
+        return nanoseconds {
+          for model in models { map.remove(Model.self, id: model.id) }
+        } / Double(n)
+      },
+      floor: {
+        for model in models { floor.store(model) }
+        return nanoseconds {
+          for model in models { floor.remove(model.id) }
+        } / Double(n)
+      })
+    precondition(handles.allSatisfy(\.isRemoved), "every entity was removed")
+    precondition(
+      map.store(Model(0), modifiedAt: round).isRemoved, "the tombstone refuses a replay")
+    result.note = "floor: the same removals from a dictionary; the map's also records the stamp"
+    return result
   }
 
   func storeReplace() -> Result {

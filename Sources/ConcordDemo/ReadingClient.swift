@@ -66,11 +66,14 @@ final class ReadingClient: Sendable {
       }
     case .bookPublished(let book, let stamp):
       // New books land on the first page of the feed, if the app has it. The book carries the
-      // event's stamp (unless it has its own); the page is rewritten unstamped, and the books
-      // and authors it already shows keep theirs.
+      // event's stamp (unless it has its own); the page gets the book as stored, so that it
+      // writes nothing the store refused. A book removed since (a replay after the delete) is
+      // refused by its tombstone, and stays off the page.
       map.transaction { _ in
-        map.store(book, modifiedAt: stamp)
-        map.update(FeedPage.self, id: 1) { $0.books.append(book) }
+        let stored = map.store(book, modifiedAt: stamp)
+        guard !stored.isRemoved else { return }
+        let published = stored.value
+        map.update(FeedPage.self, id: 1) { $0.books.append(published) }
       }
     case .bookRemoved(let id, _):
       map.remove(Book.self, id: id)

@@ -41,13 +41,15 @@ enum ScriptedServer {
   }
 
   /// The websocket script, in the JSON Lines format `--replay` reads. The narrative around it
-  /// (closing a screen) happens between lines 3 and 4.
+  /// (closing a screen) happens between lines 3 and 4. Line 6 is a replay after a reconnect:
+  /// the book removed on line 5, as published long before.
   static let script = """
     {"type": "author.renamed", "stamp": 105, "author": {"id": 1, "name": "Ursula K. Le Guin"}}
     {"type": "author.renamed", "stamp": 103, "author": {"id": 1, "name": "U. Le Guin"}}
     {"type": "user.renamed", "stamp": 104, "user": {"id": 7, "name": "Sparrowhawk"}}
     {"type": "burst", "stamp": 108, "events": [{"type": "book.retitled", "stamp": 106, "book": "earthsea", "title": "A Wizard of Earthsea (50th anniversary)"}, {"type": "author.renamed", "stamp": 107, "author": {"id": 1, "name": "Ursula Kroeber Le Guin"}}, {"type": "book.published", "stamp": 108, "book": {"id": "tehanu", "title": "Tehanu", "author": {"id": 1, "name": "Ursula Kroeber Le Guin"}}}]}
     {"type": "book.removed", "stamp": 109, "book": "left-hand"}
+    {"type": "book.published", "stamp": 98, "book": {"id": "left-hand", "title": "The Left Hand of Darkness", "updated_at": 98, "author": {"id": 1, "name": "Ursula Le Guin"}}}
     {"type": "book.burned", "stamp": 110, "book": "earthsea"}
     {"type": "author.renamed", "stamp": 111, "author": {"id": 1, "name": 
     """

@@ -19,9 +19,11 @@ struct DemoTests {
     let transcript = Transcript()
     let outcome = try Demo(console: transcript.console).run()
 
-    #expect(outcome.applied == 5)
-    #expect(outcome.refused == 1, "the late rename is refused")
-    #expect(outcome.badLines.map(\.line) == [6, 7])
+    #expect(outcome.applied == 6)
+    #expect(
+      outcome.refused == 3,
+      "the late rename; the replayed book, refused by its tombstone, and its author stub")
+    #expect(outcome.badLines.map(\.line) == [7, 8])
     #expect(outcome.live == 7, "page, three books, Ursula, Octavia, the signed-in user")
     #expect(
       outcome.feed?.books.map(\.title) == [
@@ -72,8 +74,12 @@ struct DemoTests {
       text.contains("discarded stale write to Author(1): incoming stamp 103 is not newer than 105"))
     #expect(
       text.contains("9 → 7 entities live"), "closing the book screen releases Dune and its author")
-    #expect(text.contains("ws line 6: unknown event type \"book.burned\" (skipped)"))
-    #expect(text.contains("ws line 7: malformed JSON (skipped)"))
+    #expect(
+      text.contains(
+        "discarded stale write to Book(left-hand): incoming stamp 98 is not newer than 98"),
+      "a replay after the delete is refused by the book's tombstone")
+    #expect(text.contains("ws line 7: unknown event type \"book.burned\" (skipped)"))
+    #expect(text.contains("ws line 8: malformed JSON (skipped)"))
     #expect(!text.contains("released FeedPage"), "the final teardown stays quiet")
     #expect(
       text.contains(

@@ -33,6 +33,22 @@ struct Shelf: Aggregate, Equatable {
   }
 }
 
+// The article "Aggregates": a removal rule.
+struct Boost: Aggregate, Equatable {
+  var id: Int
+  var book: Book?  // the boosted book
+  static var nestedEntities: [NestedEntity<Boost>] { [.init(\.book, onRemoval: .removeParent)] }
+}
+
+@Test func aRemovalRuleRemovesTheBoost() {
+  let map = IdentityMap()
+  let book = Book(id: "tehanu", title: "Tehanu", author: Author(id: 1, name: "Ursula"))
+  let boost = map.store(Boost(id: 1, book: book))
+  #expect(map.parents(of: Book.self, id: "tehanu") == [EntityReference(Boost.self, id: 1)])
+  map.remove(Book.self, id: "tehanu")
+  #expect(boost.isRemoved)
+}
+
 @Test func aggregatesExample() {
   let map = IdentityMap()
   let ursula = Author(id: 1, name: "Ursula")

@@ -24,4 +24,16 @@ import Testing
   close.rollback()  // the request failed: the issue shows the webhook's title, and is open
   #expect(issue.value[0].state == "open")
   #expect(issue.value[0].title == "Crash when a cycle closes")
+
+  // Confirm with the server's answer: the issue closed, with the title a maintainer gave it
+  // meanwhile, and the same updated_at.
+  var answer = hook
+  answer.state = "closed"
+  answer.title = "Crash when a ring of members closes"
+  let closeAgain = map.optimistic { transaction in
+    transaction.update(Issue.self, id: 1) { $0.state = "closed" }
+  }
+  closeAgain.commit(confirmedBy: answer)  // the server's issue, same updated_at: it shows that
+  #expect(issue.value[0].state == "closed")
+  #expect(issue.value[0].title == "Crash when a ring of members closes")
 }

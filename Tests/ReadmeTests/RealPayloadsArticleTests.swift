@@ -126,6 +126,8 @@ enum Server {
   let recorder = detail.observeRemoval { removed.append($0.title) }
   map.remove(Issue.self, id: 1)  // prints once
   #expect(removed.values == ["Crash when a cycle closes"])
+  map.store(hook)  // replayed after the delete: refused, issue 1 stays deleted
+  #expect(map.find(Issue.self, id: 1) == nil)
   #expect(list.value.map(\.id) == [2], "the batch handle drops the removed issue")
 
   // Retention.

@@ -1,4 +1,16 @@
 extension _MapCore {
+  /// Removes the entity `id` of `T`, if it is stored; see ``IdentityMap/remove(_:id:)``.
+  @inlinable
+  func remove<T: Identifiable & Sendable>(_: T.Type, id: T.ID) {
+    withTable(T.self) { table in
+      if table.persisted != nil && table.node(id) == nil { load(id, into: table) }
+      // NB: borrowed: the table holds the node until the removal takes it out, and the
+      // graveyard until the write ends.
+      guard let node = table.slots[id] else { return }
+      node._withUnsafeGuaranteedRef { remove($0) }
+    }
+  }
+
   /// Removes `nodes` and everything that cannot exist without them.
   ///
   /// Each parent of a removed node loses it: dropped from a collection, set to `nil` if
@@ -13,14 +25,43 @@ extension _MapCore {
   ///     `_Tombstones.swift`); the parents removed with them always do. `removeAll` forgets
   ///     them all, and a node a tombstone refused already has one.
   /// - Complexity: O(removed nodes + their links + ancestors touched).
+  @usableFromInline
   func remove(_ nodes: [_AnyNode], persisting: Bool = true, entombing: Bool = true) {
+    var removed = takeRemovalBuffer()
+    for node in nodes { markRemoved(node, in: &removed) }
+    removeMarked(&removed, persisting: persisting, entombing: entombing)
+  }
+
+  /// Removes `node` and everything that cannot exist without it: `remove(_:)` of one node,
+  /// which allocates nothing.
+  @usableFromInline
+  func remove(_ node: _AnyNode) {
+    var removed = takeRemovalBuffer()
+    markRemoved(node, in: &removed)
+    removeMarked(&removed, persisting: true, entombing: true)
+  }
+
+  /// The pass's buffer of removed nodes, empty, taken until `removeMarked` gives it back.
+  private func takeRemovalBuffer() -> [_AnyNode] {
     var removed: [_AnyNode] = []
-    func markRemoved(_ node: _AnyNode) {
-      guard !node.s.flags.contains(.removed), !node.s.bits.contains(.removing) else { return }
-      pass.mark(node, .removing)
-      removed.append(node)
+    swap(&removed, &pass.buffers.removed)
+    return removed
+  }
+
+  /// Adds `node` to the nodes the removal under way takes out, unless it is gone already.
+  private func markRemoved(_ node: _AnyNode, in removed: inout [_AnyNode]) {
+    guard !node.s.flags.contains(.removed), !node.s.bits.contains(.removing) else { return }
+    pass.mark(node, .removing)
+    removed.append(node)
+  }
+
+  /// Removes the nodes `removed` lists, and the parents that cannot exist without them; then
+  /// gives the emptied buffer back to the pass.
+  private func removeMarked(_ removed: inout [_AnyNode], persisting: Bool, entombing: Bool) {
+    defer {
+      removed.removeAll(keepingCapacity: true)
+      swap(&removed, &pass.buffers.removed)
     }
-    nodes.forEach(markRemoved)
     // NB: the removed nodes from this index on are the parents removed with them.
     let entombsFrom = entombing ? 0 : removed.count
 
@@ -35,7 +76,7 @@ extension _MapCore {
         let parent = reference.parent
         guard !parent.s.bits.contains(.removing) else { continue }
         if parent.witness.requiresChild(parent, Int(reference.slot)) {
-          markRemoved(parent)
+          markRemoved(parent, in: &removed)
         } else {
           let key = ObjectIdentifier(parent)
           if lostSlots[key] == nil { survivors.append(parent) }

@@ -236,6 +236,8 @@ struct _PassBuffers {
   /// The nodes the pass created for entities whose tombstones refused the write: removed when
   /// the pass ends, so that their parents lose them as they would any removed entity.
   @usableFromInline var refused: [Unmanaged<_AnyNode>] = []
+  /// The nodes a removal takes out; see `_MapCore.remove(_:)`.
+  @usableFromInline var removed: [_AnyNode] = []
 
   @usableFromInline init() {}
 

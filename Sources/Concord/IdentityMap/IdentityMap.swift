@@ -181,12 +181,9 @@ public final class IdentityMap: Sendable {
   /// holding it becomes empty. Removing an absent entity does nothing.
   ///
   /// - Complexity: O(the entity's links + ancestors touched).
+  @inlinable
   public func remove<T: Identifiable & Sendable>(_ type: T.Type, id: T.ID) {
-    _core.write {
-      _core.loadIfMissing(T.self, id: id)
-      guard let node = _core.registry.table(for: T.self).node(id) else { return }
-      _core.remove([node])
-    }
+    _core.write { _core.remove(T.self, id: id) }
   }
 
   /// The aggregates that nest the entity `id` of `type` now, each once, in no particular order:

@@ -44,7 +44,7 @@ struct _TombstoneIndex<ID: Hashable> {
   func stamp(of id: ID) -> Stamp? { tombs[id]?.stamp }
 
   /// Records the tombstone of `id`, newer than every other; returns the one it replaces.
-  @usableFromInline mutating func insert(_ id: ID, _ tomb: _Tomb) -> _Tomb? {
+  @inlinable mutating func insert(_ id: ID, _ tomb: _Tomb) -> _Tomb? {
     order.append((id, tomb.serial))
     let previous = tombs.updateValue(tomb, forKey: id)
     compactIfNeeded()
@@ -52,7 +52,7 @@ struct _TombstoneIndex<ID: Hashable> {
   }
 
   /// Forgets the tombstone of `id`; returns it.
-  @usableFromInline mutating func remove(_ id: ID) -> _Tomb? {
+  @inlinable mutating func remove(_ id: ID) -> _Tomb? {
     guard let previous = tombs.removeValue(forKey: id) else { return nil }
     compactIfNeeded()
     return previous
@@ -60,7 +60,7 @@ struct _TombstoneIndex<ID: Hashable> {
 
   /// Makes `tomb` the tombstone of `id` again, in its place by age, or forgets it when `nil`:
   /// the undo of a change a transaction made. Returns whether `id` had one.
-  @usableFromInline mutating func put(_ id: ID, _ tomb: _Tomb?) -> Bool {
+  @inlinable mutating func put(_ id: ID, _ tomb: _Tomb?) -> Bool {
     guard let tomb else { return remove(id) != nil }
     let had = tombs.updateValue(tomb, forKey: id) != nil
     // NB: `order` is sorted by serial, stale entries included: a binary search finds the place.
@@ -78,7 +78,7 @@ struct _TombstoneIndex<ID: Hashable> {
   }
 
   /// The serial number of the oldest tombstone, dropping the stale entries before it.
-  @usableFromInline mutating func oldestSerial() -> UInt64? {
+  @inlinable mutating func oldestSerial() -> UInt64? {
     while head < order.count {
       let (id, serial) = order[head]
       if tombs[id]?.serial == serial { return serial }
@@ -88,7 +88,7 @@ struct _TombstoneIndex<ID: Hashable> {
   }
 
   /// Forgets the oldest tombstone, and returns it with its id.
-  @usableFromInline mutating func removeOldest() -> (id: ID, tomb: _Tomb)? {
+  @inlinable mutating func removeOldest() -> (id: ID, tomb: _Tomb)? {
     guard oldestSerial() != nil else { return nil }
     let id = order[head].id
     head += 1
@@ -97,21 +97,21 @@ struct _TombstoneIndex<ID: Hashable> {
     return tomb.map { (id, $0) }
   }
 
-  @usableFromInline mutating func removeAll() {
+  @inlinable mutating func removeAll() {
     tombs = [:]
     order = []
     head = 0
   }
 
   /// Drops the stale entries of `order` once they outnumber the live ones: O(1) amortized.
-  @usableFromInline mutating func compactIfNeeded() {
+  @inlinable mutating func compactIfNeeded() {
     guard order.count > 2 * tombs.count + 32 else { return }
     order = order[head...].filter { tombs[$0.id]?.serial == $0.serial }
     head = 0
   }
 
   /// What is wrong with the index, if anything; for `_checkInvariants`.
-  @usableFromInline var problem: String? {
+  @inlinable var problem: String? {
     let live = order[head...].filter { tombs[$0.id]?.serial == $0.serial }
     guard live.count == tombs.count else {
       return "\(tombs.count) tombstones, \(live.count) in order"
@@ -144,7 +144,7 @@ struct _Tombstones {
   }
 
   /// The next serial number.
-  @usableFromInline mutating func nextSerial() -> UInt64 {
+  @inlinable mutating func nextSerial() -> UInt64 {
     serial += 1
     return serial
   }
@@ -173,7 +173,7 @@ extension _Table {
 
   /// Records the tombstone of the entity `id`, removed with `stamp` (nothing when it had none,
   /// or the map keeps none), and forgets the oldest beyond the limit.
-  @usableFromInline func entomb(_ id: T.ID, stamp: Stamp, _ core: _MapCore) {
+  @inlinable func entomb(_ id: T.ID, stamp: Stamp, _ core: _MapCore) {
     guard core.tombstones.limit > 0, !stamp.isNaN else { return }
     let previous = tombstones.insert(id, _Tomb(stamp: stamp, serial: core.tombstones.nextSerial()))
     if previous == nil { core.tombstones.count += 1 }
@@ -182,7 +182,7 @@ extension _Table {
   }
 
   /// Forgets the tombstone of the entity `id`, stored again.
-  @usableFromInline func unentomb(_ id: T.ID, _ core: _MapCore) {
+  @inlinable func unentomb(_ id: T.ID, _ core: _MapCore) {
     guard let previous = tombstones.remove(id) else { return }
     core.tombstones.count -= 1
     noteUndo(id, previous, core)
@@ -190,7 +190,7 @@ extension _Table {
 
   /// Forgets the table's oldest tombstone; a persisted type's record of it is deleted with the
   /// write's other changes.
-  @usableFromInline func evictOldestTombstone(_ core: _MapCore) {
+  @inlinable func evictOldestTombstone(_ core: _MapCore) {
     guard let (id, tomb) = tombstones.removeOldest() else { return }
     core.tombstones.count -= 1
     noteUndo(id, tomb, core)
@@ -198,7 +198,7 @@ extension _Table {
   }
 
   /// Forgets every tombstone of the table.
-  @usableFromInline func clearTombstones(_ core: _MapCore) {
+  @inlinable func clearTombstones(_ core: _MapCore) {
     guard !tombstones.isEmpty else { return }
     let saved = tombstones
     core.tombstones.count -= saved.count
@@ -211,7 +211,7 @@ extension _Table {
   }
 
   /// Inside a transaction, records how to put back `previous` as the tombstone of `id`.
-  @usableFromInline func noteUndo(_ id: T.ID, _ previous: _Tomb?, _ core: _MapCore) {
+  @inlinable func noteUndo(_ id: T.ID, _ previous: _Tomb?, _ core: _MapCore) {
     guard core.journal.level > 0 else { return }
     core.tombstones.undo.append { core in
       let had = self.tombstones.put(id, previous)
@@ -224,6 +224,7 @@ extension _MapCore {
   /// Forgets the oldest tombstone of any table.
   ///
   /// - Complexity: O(tables).
+  @usableFromInline
   func evictOldestTombstone() {
     var oldest: (table: _AnyTable, serial: UInt64)?
     for table in registry.tables {
