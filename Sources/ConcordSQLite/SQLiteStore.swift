@@ -180,6 +180,22 @@ public final class SQLiteStore: PersistentStore, @unchecked Sendable {
     }
   }
 
+  /// Reads the keys and stamps of the tombstones of `kind`, on the reading connection, without
+  /// reading any entity's payload.
+  public func tombstones(kind: String) throws -> [(key: [UInt8], stamp: Stamp)] {
+    try reader.withLock {
+      let statement = try reader.statement(
+        "SELECT payload, stamp, key FROM entities WHERE kind = ?1 AND length(payload) = 0")
+      defer { statement.finish() }
+      try statement.bind(1, kind)
+      var tombstones: [(key: [UInt8], stamp: Stamp)] = []
+      while try statement.step() {
+        if let stamp = statement.record().stamp { tombstones.append((statement.blob(2), stamp)) }
+      }
+      return tombstones
+    }
+  }
+
   /// Reads one alias's row, on the reading connection.
   public func aliasRecord(named name: String) throws -> PersistentRecord? {
     try reader.withLock {

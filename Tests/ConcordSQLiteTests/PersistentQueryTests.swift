@@ -45,7 +45,9 @@ struct PersistentQueryTests {
     let byTitle = map.query(Issue.self, where: \.title, equals: "Issue 2")
     #expect(byTitle.value.map(\.id) == [2])
     // The rows that matched no query were released once the query opened.
-    #expect(map.statistics.entitiesByType["Issue"] == 4)
+    withExtendedLifetime((odd, byTitle)) {
+      #expect(map.statistics.entitiesByType["Issue"] == 4)
+    }
   }
 
   @Test func aCollectorReadsNothing() throws {

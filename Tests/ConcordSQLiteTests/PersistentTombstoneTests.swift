@@ -72,6 +72,28 @@ struct PersistentTombstoneTests {
     #expect(map.store(User(id: 4, login: "replayed", updatedAt: 5)).isRemoved)
   }
 
+  @Test func theLimitHoldsAcrossLaunches() throws {
+    let directory = TemporaryDirectory()
+    var map = try launch(directory.database, tombstones: .keepNewest(3))
+    for id in 1...3 {
+      map.store(User(id: id, login: "u\(id)", updatedAt: Double(id)))
+      map.remove(User.self, id: id)
+    }
+    try map.flush()
+    // The next launch reads the file's tombstones, and the newest three are what stays.
+    map = try launch(directory.database, tombstones: .keepNewest(3))
+    for id in 4...5 {
+      map.store(User(id: id, login: "u\(id)", updatedAt: Double(id)))
+      map.remove(User.self, id: id)
+    }
+    try map.flush()
+    #expect(try SQLiteStore(path: directory.database).tombstoneCount() == 3)
+    map = try launch(directory.database, tombstones: .keepNewest(3))
+    #expect(!map.store(User(id: 2, login: "forgotten", updatedAt: 2)).isRemoved)
+    #expect(map.store(User(id: 3, login: "replayed", updatedAt: 3)).isRemoved)
+    #expect(map.store(User(id: 5, login: "replayed", updatedAt: 5)).isRemoved)
+  }
+
   @Test func anIssueRemovedWithItsUserWhileNotInMemoryLeavesATombstone() throws {
     let directory = TemporaryDirectory()
     var map = try launch(directory.database)

@@ -43,9 +43,33 @@ public protocol PersistentStore: AnyObject, Sendable {
   /// the failure is logged (``IdentityMapEvent/persistenceFailed(_:)``), and such a query shows
   /// what is in memory only.
   func records(kind: String) throws -> [(key: [UInt8], record: PersistentRecord)]
+
+  /// The keys and stamps of the tombstones of `kind` (records with no payload; see
+  /// ``PersistentRecord/isTombstone``), in no particular order.
+  ///
+  /// ``IdentityMap/persist(_:as:)`` reads them, so that the map keeps at most its
+  /// ``TombstonePolicy``'s number across launches. The default implementation filters
+  /// ``records(kind:)``, and returns none for a store that does not list its records (whose
+  /// tombstones then stay bounded within a launch only); a store that can find them without
+  /// reading every payload should implement it.
+  func tombstones(kind: String) throws -> [(key: [UInt8], stamp: Stamp)]
 }
 
 extension PersistentStore {
+  /// The tombstones among ``records(kind:)``.
+  public func tombstones(kind: String) throws -> [(key: [UInt8], stamp: Stamp)] {
+    let records: [(key: [UInt8], record: PersistentRecord)]
+    do {
+      records = try self.records(kind: kind)
+    } catch is PersistentStoreUnsupported {
+      return []
+    }
+    return records.compactMap { key, record in
+      guard record.isTombstone, let stamp = record.stamp else { return nil }
+      return (key, stamp)
+    }
+  }
+
   /// Throws ``PersistentStoreUnsupported``: a store that does not list its records.
   public func records(kind: String) throws -> [(key: [UInt8], record: PersistentRecord)] {
     throw PersistentStoreUnsupported(operation: "records(kind: \"\(kind)\")")

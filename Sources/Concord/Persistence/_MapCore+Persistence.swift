@@ -286,6 +286,21 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
     return ids
   }
 
+  /// The tombstones of the type the store has, with their ids; failures are logged, and read
+  /// as none.
+  @usableFromInline
+  func storedTombstones(_ core: _MapCore) -> [(id: T.ID, stamp: Stamp)] {
+    do {
+      return try persistence.store.tombstones(kind: kind).map {
+        (try ops.decodeID($0.key), $0.stamp)
+      }
+    } catch {
+      core.outbox.log { [kind] in .persistenceFailed("listing the tombstones of \(kind): \(error)")
+      }
+      return []
+    }
+  }
+
   /// Every record of the type the store lists, with their ids; failures are logged, and
   /// read as none.
   func listed(_ core: _MapCore) -> [(id: T.ID, record: PersistentRecord)] {
@@ -438,6 +453,7 @@ extension _MapCore {
     persistence.register(persisted)
     audience.consumers += 1
     audience.persistedTypes += 1
+    if tombstones.limit > 0 { table.adoptStoredTombstones(persisted.storedTombstones(self), self) }
   }
 
   /// Checks that `T` may be persisted under `kind`, and records it; `nil` when it already is.

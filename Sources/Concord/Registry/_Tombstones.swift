@@ -193,8 +193,27 @@ extension _Table {
   @inlinable func evictOldestTombstone(_ core: _MapCore) {
     guard let (id, tomb) = tombstones.removeOldest() else { return }
     core.tombstones.count -= 1
-    noteUndo(id, tomb, core)
     persisted?.stage(_Row(id: id, value: nil, stamp: nil))
+    guard core.journal.level > 0 else { return }
+    core.tombstones.undo.append { core in
+      if !self.tombstones.put(id, tomb) { core.tombstones.count += 1 }
+      // NB: the deletion of its record was staged at once: the record goes back after it.
+      self.persisted?.stage(_Row(id: id, value: nil, stamp: tomb.stamp))
+    }
+  }
+
+  /// Keeps the tombstones the store has for the table's type, oldest stamp first, as far as
+  /// the limit goes; those beyond it are deleted from the store. What `persist(_:as:)` does, so
+  /// that the tombstones stay bounded across launches.
+  ///
+  /// - Complexity: O(tombstones of the type in the store).
+  @usableFromInline func adoptStoredTombstones(
+    _ stored: [(id: T.ID, stamp: Stamp)], _ core: _MapCore
+  ) {
+    for (id, stamp) in stored.sorted(by: { $0.stamp < $1.stamp })
+    where tombstones.stamp(of: id) == nil && slots[id] == nil {
+      entomb(id, stamp: stamp, core)
+    }
   }
 
   /// Forgets every tombstone of the table.
