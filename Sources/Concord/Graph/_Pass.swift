@@ -6,8 +6,9 @@
 //    a time, and resolves each occurrence to its node (created if the map has none). Stamps
 //    before positions: the occurrence with the newest stamp wins its node; among equal or
 //    missing stamps the first depth to reach it wins, and at that depth the last occurrence.
-//    Losers are not expanded, which is also why cycles by identity end. Each occurrence is judged against the node's stamp (`verdict`), with its own stamp when it
-//    is `Stamped`. The occurrences of a `Mergeable` entity are chained, and merged into its
+//    Losers are not expanded, which is also why cycles by identity end. Each occurrence is
+//    judged against the node's stamp (`verdict`), with its own stamp when it is `Stamped`, and
+//    a node the write created against its entity's tombstone (`_Table.refusesCreated`). The occurrences of a `Mergeable` entity are chained, and merged into its
 //    winning claim before it is expanded (an aggregate) or applied.
 // 2. Apply. The root's claim first, then, in the order the claims were made, the apply walk
 //    goes through each expanded value again and applies the winning claims it meets

@@ -42,7 +42,7 @@ public final class IdentityMap: Sendable {
   /// ```
   ///
   /// - Parameters:
-  ///   - logger: Receives what the map does; see ``init(logger:)``.
+  ///   - logger: Receives what the map does; see ``init(logger:tombstones:)``.
   ///   - retention: How many released entities stay findable; see ``RetentionPolicy``.
   ///   - tombstones: How many removed entities' stamps the map remembers; see
   ///     ``TombstonePolicy``.
