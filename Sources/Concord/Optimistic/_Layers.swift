@@ -17,7 +17,6 @@
 // (`show(_:in:)`: the nested occurrences only link), so that an aggregate shows its layer's or
 // its underneath value over its nested entities' own visible values.
 
-/// The map's optimistic layers.
 /// How a layer is to end: committed, or rolled back; and for `commit(confirmedBy:)`, the store of
 /// the server's answer that goes with it.
 @usableFromInline
@@ -28,6 +27,7 @@ struct _LayerEnd {
   let answer: ((_MapCore) -> Void)?
 }
 
+/// The map's optimistic layers.
 @usableFromInline
 struct _Layers {
   /// The shadowed entities, by node, and in the order they were first shadowed.
