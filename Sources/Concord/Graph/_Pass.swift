@@ -235,7 +235,9 @@ struct _PassBuffers {
   /// Children the pass linked that may close a cycle; see `_Pass+Cycles.swift`.
   @usableFromInline var cycleRoots: [_AnyNode] = []
   /// The nodes the pass created for entities whose tombstones refused the write: removed when
-  /// the pass ends, so that their parents lose them as they would any removed entity.
+  /// the pass ends, so that their parents lose them as they would any removed entity. NB:
+  /// unretained: each is in its table until that removal, and then in the write's graveyard
+  /// (rules 2 and 3 of `_Lifetime.swift`).
   @usableFromInline var refused: [Unmanaged<_AnyNode>] = []
   /// The nodes a removal takes out; see `_MapCore.remove(_:)`.
   @usableFromInline var removed: [_AnyNode] = []

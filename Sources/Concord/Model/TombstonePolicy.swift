@@ -14,8 +14,8 @@
 /// map.store(status)                               // replayed: refused, logged as stale
 /// ```
 ///
-/// - A tombstone counts from the end of the write that removed the entity: a write that
-///   removes an entity and stores it again keeps it.
+/// - A tombstone is made by the removal itself: a later write in the same transaction meets
+///   it, and a transaction that throws puts the tombstones back as they were.
 /// - The newest tombstones are kept; when there are more than the limit, the oldest are
 ///   forgotten first. An entity stored again loses its tombstone.
 /// - ``IdentityMap/removeAll()`` and ``IdentityMap/reset()`` forget every tombstone.

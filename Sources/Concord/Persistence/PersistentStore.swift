@@ -86,6 +86,7 @@ public struct PersistentStoreUnsupported: Error, Hashable, Sendable, CustomStrin
     self.operation = operation
   }
 
+  /// Which operation the store does not implement.
   public var description: String { "the store does not implement \(operation)" }
 }
 
