@@ -6,9 +6,48 @@ extension _MapCore {
       if table.persisted != nil && table.node(id) == nil { load(id, into: table) }
       // NB: borrowed: the table holds the node until the removal takes it out, and the
       // graveyard until the write ends.
-      guard let node = table.slots[id] else { return }
-      node._withUnsafeGuaranteedRef { remove($0) }
+      let (bucket, found) = table.slots.find(id, hash: table.slots.hash(id))
+      guard found else { return }
+      table.slots.node(at: bucket)._withUnsafeGuaranteedRef { node in
+        if removesDirectly(node, table) {
+          removeDirectly(node, table, at: bucket)
+        } else {
+          remove(node)
+        }
+      }
     }
+  }
+
+  /// Whether the removal of `node` can be published as it is made, skipping the journal and
+  /// the pass: the removal's counterpart of `_Journal.publishesDirectly`. Only an entity that
+  /// no parent shows and that shows none, held by a handle (whose hold keeps it once it leaves
+  /// its table), removed in the outermost write while the journal has recorded nothing, with
+  /// no optimistic layer, no consumer of its type's changes and its type not persisted.
+  /// `_Pass.isExhaustive` turns it off, so that the differential tests run both ways.
+  @inlinable
+  func removesDirectly<T>(_ node: _EntityNode<T>, _ table: _Table<T>) -> Bool {
+    !node.hasParents && !node.hasChildren && frame.depth == 1 && journal.entries.isEmpty
+      && !audience.underLayers && !audience.startsPending && !audience.readsChanges(of: node)
+      && table.persisted == nil && !pass.isExhaustive && node.externalHolds > 0
+      && !node.s.flags.contains(.adopted)
+  }
+
+  /// Removes `node`, which `removesDirectly` allows, and publishes its removal at once: it
+  /// leaves its table, whose retain becomes the adoption that keeps it for its handles, and
+  /// leaves a tombstone.
+  @inlinable
+  func removeDirectly<T>(_ node: _EntityNode<T>, _ table: _Table<T>, at bucket: Int) {
+    lifetime.unbuffer(node)
+    let stamp = node.s.stamp
+    if tombstones.limit > 0 && !stamp.isNaN {
+      table.entombInPlace(at: bucket, node.value.id, stamp: stamp, self)
+    } else {
+      table.slots.removeEntry(at: bucket)
+    }
+    node.s.flags.remove(.registered)
+    node.s.flags.formUnion([.removed, .adopted])
+    registry.liveCount -= 1
+    publishDirectly(node, .removed, stampBefore: stamp)
   }
 
   /// Removes `nodes` and everything that cannot exist without them.

@@ -586,7 +586,7 @@ extension _Pass {
       // again at each occurrence while the tombstone stands, so that a newer one brings the
       // entity back.
       let refused =
-        (created || (node.s.bits.contains(.fresh) && !table.tombstones.isEmpty))
+        (created || (node.s.bits.contains(.fresh) && table.hasTombstones))
         && withCore { table.refusesCreated(node, stamp: stamp, $0) }
       var verdict = refused ? .stale : verdict(node, child, schema, stamp: stamp)
       // NB: an `update` (the only write whose claims merge from below the root) hands its

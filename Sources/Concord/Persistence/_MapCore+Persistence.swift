@@ -112,7 +112,7 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
       }
     case .removed:
       let id = node.value.id
-      stage(_Row(id: id, value: nil, stamp: node.table.tombstones.stamp(of: id)))
+      stage(_Row(id: id, value: nil, stamp: node.table.tombstone(of: id)))
     }
   }
 
@@ -503,7 +503,7 @@ extension _MapCore {
     case .saved(let saved, let savedStamp): (value, stamp) = (saved, savedStamp)
     case .tombstone(let tomb):
       // NB: the store's tombstone, kept in memory where writes look for it.
-      if table.tombstones.stamp(of: id) == nil { table.entomb(id, stamp: tomb, self) }
+      if table.tombstone(of: id) == nil { table.entomb(id, stamp: tomb, self) }
       return
     case .deleted, .unknown: return
     }
@@ -544,7 +544,7 @@ extension _MapCore {
         // takes it too, as it would have in memory, tombstone included.
         if let stamp { table.entomb(value.id, stamp: stamp, self) }
         if let persisted = table.persisted {
-          let tombstone = table.tombstones.stamp(of: value.id)
+          let tombstone = table.tombstone(of: value.id)
           persistence?.current.append(_RowRemoval(persisted, id: value.id, tombstone: tombstone))
         }
         return

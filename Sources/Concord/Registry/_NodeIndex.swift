@@ -13,8 +13,13 @@
 ///   key's hash. A probe reads the bytes, a small array that stays in cache, and reads a bucket
 ///   only when the bits match: looking up an absent id seldom reads a bucket at all
 ///   (`find.miss`), as a dictionary's occupancy bitmap spares it.
-/// - A removal shifts the later entries of its run back rather than leave a tombstone, so a
-///   lookup never probes past more than the entries that share its run.
+/// - A removal shifts the later entries of its run back rather than leave a deletion marker,
+///   so a lookup never probes past more than the entries that share its run.
+/// - A bucket may instead hold an entity's tombstone (see `_Tombstones.swift`): its key, and
+///   where the table's list of tombstones keeps the rest (`mark`). Its byte has the top bit
+///   clear, so a lookup of a node passes over it as over another key; and a removal that leaves
+///   a tombstone turns the node's bucket into one in place (`entomb(at:mark:)`), so that it
+///   costs one probe, as removing the entry does.
 /// - Hashes are seeded per buffer, as `Dictionary` seeds them per storage: moving the entries of
 ///   one table into another in bucket order cannot crowd them into one run.
 ///
@@ -33,12 +38,15 @@ struct _NodeIndex<Key: Hashable, Node: AnyObject> {
   /// that code that runs unspecialized (a table's deinit) reads it without looking up the
   /// metadata of `Unmanaged<Node>` on every bucket.
   @usableFromInline var buckets: UnsafeMutableRawPointer
-  /// One byte per bucket: 0 while it is empty, otherwise `tag(hash)` of its key.
+  /// One byte per bucket: 0 while it is empty, `tag(hash)` of its key while it holds a node,
+  /// `tombTag(hash)` while it holds a tombstone.
   @usableFromInline var tags: UnsafeMutablePointer<UInt8>
   /// The number of buckets minus one; the number of buckets is a power of two.
   @usableFromInline var mask: Int
-  /// How many entries there are.
+  /// How many nodes there are.
   @usableFromInline private(set) var count: Int
+  /// How many tombstones there are.
+  @usableFromInline private(set) var tombCount: Int
   /// The hash seed of this buffer.
   @usableFromInline var seed: Int
 
@@ -68,6 +76,7 @@ struct _NodeIndex<Key: Hashable, Node: AnyObject> {
     (buckets, tags) = Self.allocate(Self.minimumBuckets)
     mask = Self.minimumBuckets - 1
     count = 0
+    tombCount = 0
     seed = Int(bitPattern: buckets)
   }
 
@@ -102,9 +111,13 @@ struct _NodeIndex<Key: Hashable, Node: AnyObject> {
     return (buckets, tags)
   }
 
-  /// The most entries the buckets hold before the index grows.
+  /// The most entries, nodes and tombstones, the buckets hold before the index grows.
   @inlinable
   var capacity: Int { (mask + 1) / 4 * 3 }
+
+  /// Whether `bucket` holds a node (rather than nothing or a tombstone).
+  @inlinable
+  func holdsNode(_ bucket: Int) -> Bool { tags[bucket] & 0x80 != 0 }
 
   /// The node of `bucket`, which must be full.
   @inlinable
@@ -117,6 +130,18 @@ struct _NodeIndex<Key: Hashable, Node: AnyObject> {
   func setNode(_ node: Unmanaged<Node>, at bucket: Int) {
     (buckets + bucket &* Self.bucketStride).storeBytes(
       of: node.toOpaque(), as: UnsafeMutableRawPointer.self)
+  }
+
+  /// The mark of `bucket`, which must hold a tombstone.
+  @inlinable
+  func mark(at bucket: Int) -> Int {
+    (buckets + bucket &* Self.bucketStride).load(as: Int.self)
+  }
+
+  /// Stores the mark of `bucket`, which holds a tombstone.
+  @inlinable
+  func setMark(_ mark: Int, at bucket: Int) {
+    (buckets + bucket &* Self.bucketStride).storeBytes(of: mark, as: Int.self)
   }
 
   /// The key of `bucket`, which must be full (or be about to be, for initialization).
@@ -138,7 +163,14 @@ struct _NodeIndex<Key: Hashable, Node: AnyObject> {
     UInt8(truncatingIfNeeded: UInt(bitPattern: hash) &>> (Int.bitWidth - 7)) | 0x80
   }
 
+  /// The byte of a bucket holding the tombstone of a key whose node's byte is `tag`: its top
+  /// bit clear, never 0. NB: derived from the node's byte, so that a node's bucket becomes a
+  /// tombstone's without hashing its key again.
+  @inlinable
+  static func tombTag(fromTag tag: UInt8) -> UInt8 { tag & 0x7F | 0x01 }
+
   /// The bucket holding `key`, of hash `hash`, or the empty bucket where its probe ended.
+  /// Tombstones are passed over.
   @inlinable
   func find(_ key: Key, hash: Int) -> (bucket: Int, found: Bool) {
     let tag = Self.tag(hash)
@@ -147,6 +179,20 @@ struct _NodeIndex<Key: Hashable, Node: AnyObject> {
       let found = tags[bucket]
       if found == 0 { return (bucket, false) }
       if found == tag && self.key(at: bucket).pointee == key { return (bucket, true) }
+      bucket = (bucket &+ 1) & mask
+    }
+  }
+
+  /// The bucket holding the tombstone of `key`, if any.
+  @inlinable
+  func findTomb(_ key: Key) -> Int? {
+    let hash = hash(key)
+    let tag = Self.tombTag(fromTag: Self.tag(hash))
+    var bucket = hash & mask
+    while true {
+      let found = tags[bucket]
+      if found == 0 { return nil }
+      if found == tag && self.key(at: bucket).pointee == key { return bucket }
       bucket = (bucket &+ 1) & mask
     }
   }
@@ -189,8 +235,8 @@ struct _NodeIndex<Key: Hashable, Node: AnyObject> {
   @inlinable
   mutating func insert(_ node: Unmanaged<Node>, forKey key: Key, hash: Int, at bucket: Int) {
     var (hash, bucket) = (hash, bucket)
-    if count >= capacity {
-      grow(toHold: count + 1)
+    if count + tombCount >= capacity {
+      grow(toHold: count + tombCount + 1)
       // NB: the seed changed with the buffer.
       hash = self.hash(key)
       bucket = find(key, hash: hash).bucket
@@ -199,6 +245,29 @@ struct _NodeIndex<Key: Hashable, Node: AnyObject> {
     setNode(node, at: bucket)
     tags[bucket] = Self.tag(hash)
     count += 1
+  }
+
+  /// Adds a tombstone for `key`, which has none, holding `mark`.
+  @inlinable
+  mutating func insertTomb(_ key: Key, mark: Int) {
+    if count + tombCount >= capacity { grow(toHold: count + tombCount + 1) }
+    let hash = hash(key)
+    var bucket = hash & mask
+    while tags[bucket] != 0 { bucket = (bucket &+ 1) & mask }
+    self.key(at: bucket).initialize(to: key)
+    setMark(mark, at: bucket)
+    tags[bucket] = Self.tombTag(fromTag: Self.tag(hash))
+    tombCount += 1
+  }
+
+  /// Turns the node of `bucket` into a tombstone of the same key, holding `mark`, in place. The
+  /// caller releases the node.
+  @inlinable
+  mutating func entomb(at bucket: Int, mark: Int) {
+    setMark(mark, at: bucket)
+    tags[bucket] = Self.tombTag(fromTag: tags[bucket])
+    count -= 1
+    tombCount += 1
   }
 
   /// Takes out the entry of `key` if its node is `node`; returns whether it did.
@@ -220,13 +289,13 @@ struct _NodeIndex<Key: Hashable, Node: AnyObject> {
     return removed
   }
 
-  /// Empties `bucket`, then moves back each later entry of its run that a probe from its own
-  /// ideal bucket would otherwise no longer reach.
+  /// Empties `bucket`, which holds a node or a tombstone, then moves back each later entry of
+  /// its run that a probe from its own ideal bucket would otherwise no longer reach.
   @inlinable
   mutating func removeEntry(at bucket: Int) {
     key(at: bucket).deinitialize(count: 1)
+    if holdsNode(bucket) { count -= 1 } else { tombCount -= 1 }
     tags[bucket] = 0
-    count -= 1
     var hole = bucket
     var next = (bucket &+ 1) & mask
     while tags[next] != 0 {
@@ -235,7 +304,8 @@ struct _NodeIndex<Key: Hashable, Node: AnyObject> {
       // up to where it is: it is at least as far from its ideal bucket as from the hole.
       if (next &- ideal) & mask >= (next &- hole) & mask {
         key(at: hole).moveInitialize(from: key(at: next), count: 1)
-        setNode(node(at: next), at: hole)
+        // NB: a node's address or a tombstone's mark, moved as it is.
+        setMark(mark(at: next), at: hole)
         tags[hole] = tags[next]
         tags[next] = 0
         hole = next
@@ -244,28 +314,43 @@ struct _NodeIndex<Key: Hashable, Node: AnyObject> {
     }
   }
 
-  /// Makes room for `capacity` entries without growing again.
+  /// Makes room for `capacity` nodes, beside the tombstones, without growing again.
   @inlinable
   mutating func reserveCapacity(_ capacity: Int) {
-    if capacity > self.capacity { grow(toHold: capacity) }
+    if capacity + tombCount > self.capacity { grow(toHold: capacity + tombCount) }
   }
 
-  /// Moves every entry to new buffers with room for `capacity` entries.
+  /// Takes out every tombstone.
   @inlinable
-  mutating func grow(toHold capacity: Int) {
+  mutating func removeAllTombs() {
+    guard tombCount > 0 else { return }
+    grow(toHold: count, keepingTombs: false)
+  }
+
+  /// Moves every entry (every node, when not `keepingTombs`) to new buffers with room for
+  /// `capacity` entries.
+  @inlinable
+  mutating func grow(toHold capacity: Int, keepingTombs: Bool = true) {
     let old = self
     let bucketCount = Self.bucketCount(for: capacity)
     (buckets, tags) = Self.allocate(bucketCount)
     mask = bucketCount - 1
     seed = Int(bitPattern: buckets)
+    tombCount = 0
     for bucket in 0...old.mask where old.tags[bucket] != 0 {
       let key = old.key(at: bucket)
+      let isNode = old.holdsNode(bucket)
+      guard isNode || keepingTombs else {
+        key.deinitialize(count: 1)
+        continue
+      }
       let hash = hash(key.pointee)
       var to = hash & mask
       while tags[to] != 0 { to = (to &+ 1) & mask }
       self.key(at: to).moveInitialize(from: key, count: 1)
-      setNode(old.node(at: bucket), at: to)
-      tags[to] = Self.tag(hash)
+      setMark(old.mark(at: bucket), at: to)
+      tags[to] = isNode ? Self.tag(hash) : Self.tombTag(fromTag: Self.tag(hash))
+      if !isNode { tombCount += 1 }
     }
     old.buckets.deallocate()
     old.tags.deallocate()
@@ -275,7 +360,16 @@ struct _NodeIndex<Key: Hashable, Node: AnyObject> {
   /// index.
   @inlinable
   func forEachNode(_ body: (Unmanaged<Node>) throws -> Void) rethrows {
-    for bucket in 0...mask where tags[bucket] != 0 { try body(node(at: bucket)) }
+    for bucket in 0...mask where holdsNode(bucket) { try body(node(at: bucket)) }
+  }
+
+  /// Calls `body` with the key and the mark of every tombstone, in bucket order. `body` must
+  /// not change the index.
+  @inlinable
+  func forEachTomb(_ body: (Key, Int) throws -> Void) rethrows {
+    for bucket in 0...mask where tags[bucket] != 0 && !holdsNode(bucket) {
+      try body(key(at: bucket).pointee, mark(at: bucket))
+    }
   }
 
   /// The nodes of every entry, in bucket order.
@@ -289,24 +383,35 @@ struct _NodeIndex<Key: Hashable, Node: AnyObject> {
 
   /// What is wrong with the index, if anything: an entry filed under another key than its
   /// node's, a byte that does not match its key's hash, an entry a probe for its key does not
-  /// reach, or a count that differs from the entries; for `_checkInvariants`.
+  /// reach, two tombstones of one key, or counts that differ from the entries; for
+  /// `_checkInvariants`.
   @usableFromInline
   func problem(key keyOfNode: (Unmanaged<Node>) -> Key) -> String? {
-    var entries = 0
+    var nodes = 0
+    var tombs = 0
     for bucket in 0...mask where tags[bucket] != 0 {
-      entries += 1
       let key = self.key(at: bucket).pointee
       let hash = hash(key)
-      guard keyOfNode(node(at: bucket)) == key else {
-        return "the index files a node under another id"
-      }
-      guard tags[bucket] == Self.tag(hash) else { return "a bucket's byte is not its id's" }
-      guard find(key, hash: hash) == (bucket, true) else {
-        return "a probe for an id misses its entry"
+      if holdsNode(bucket) {
+        nodes += 1
+        guard keyOfNode(node(at: bucket)) == key else {
+          return "the index files a node under another id"
+        }
+        guard tags[bucket] == Self.tag(hash) else { return "a bucket's byte is not its id's" }
+        guard find(key, hash: hash) == (bucket, true) else {
+          return "a probe for an id misses its entry"
+        }
+      } else {
+        tombs += 1
+        guard tags[bucket] == Self.tombTag(fromTag: Self.tag(hash)) else {
+          return "a tombstone's byte is not its id's"
+        }
+        guard findTomb(key) == bucket else { return "a probe for a tombstone misses it" }
       }
     }
-    guard entries == count, count <= capacity else {
-      return "the index counts \(count) entries in \(mask + 1) buckets, and holds \(entries)"
+    guard nodes == count, tombs == tombCount, count + tombCount <= capacity else {
+      return "the index counts \(count) nodes and \(tombCount) tombstones in \(mask + 1) "
+        + "buckets, and holds \(nodes) and \(tombs)"
     }
     return nil
   }

@@ -109,17 +109,17 @@ struct _TableQueries {
       },
       queryCount: { table($0).consumers?.queryNodes.count ?? 0 },
       collectorCount: { table($0).consumers?.sinks.count ?? 0 },
-      oldestTombstone: { table($0).tombstones.oldestSerial() },
+      oldestTombstone: { erased in
+        let table = table(erased)
+        return table.tombstones.oldestSerial(in: table.slots)
+      },
       evictTombstone: { erased, core in table(erased).evictOldestTombstone(core) },
       clearTombstones: { erased, core in table(erased).clearTombstones(core) },
       tombstoneProblem: { erased in
         let table = table(erased)
-        if let stored = table.tombstones.tombs.keys.first(where: { table.slots[$0] != nil }) {
-          return "\(T.self) \(stored) is stored and has a tombstone"
-        }
-        return table.tombstones.problem
+        return table.tombstones.problem(in: table.slots).map { "\(T.self): \($0)" }
       },
-      tombstoneCount: { table($0).tombstones.count },
+      tombstoneCount: { table($0).slots.tombCount },
       loadAggregates: { erased, core in
         let table = table(erased)
         if table.persisted != nil && !table.schema.isLeaf { core.loadAll(into: table) }

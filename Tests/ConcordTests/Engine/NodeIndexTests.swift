@@ -16,6 +16,8 @@ private struct Clumped: Hashable {
   func hash(into hasher: inout Hasher) { hasher.combine(value / 4) }
 }
 
+// The index also holds tombstones (`_Tombstones.swift`): the random steps make, move, drop and
+// clear them beside the nodes, and lookups of nodes must pass over them.
 @Suite("Registry: the node index")
 struct NodeIndexTests {
   /// Random steps on the index and on a dictionary, compared after each one.
@@ -25,11 +27,44 @@ struct NodeIndexTests {
     var random = SeededGenerator(seed: seed)
     var index = _NodeIndex<Key, Box<Key>>()
     var model: [Key: Box<Key>] = [:]
+    // The tombstones the index holds, with their marks: a key may have a node and one too.
+    var tombs: [Key: Int] = [:]
     defer { index.dispose() }
     for step in 0..<steps {
       let key = makeKey(Int.random(in: 0..<keys, using: &random))
       let box = Box(key)
-      switch Int.random(in: 0..<10, using: &random) {
+      let mark = Int.random(in: 0..<1_000_000, using: &random)
+      switch Int.random(in: 0..<14, using: &random) {
+      case 10:
+        // A removal that leaves a tombstone: the node's bucket becomes one, in place.
+        let (bucket, found) = index.find(key, hash: index.hash(key))
+        if found && tombs[key] == nil {
+          index.entomb(at: bucket, mark: mark)
+          model[key] = nil
+          tombs[key] = mark
+        }
+      case 11:
+        if let bucket = index.findTomb(key) {
+          #expect(index.mark(at: bucket) == tombs[key], "step \(step): a tombstone's mark")
+          if Bool.random(using: &random) {
+            index.removeEntry(at: bucket)
+            tombs[key] = nil
+          } else {
+            index.setMark(mark, at: bucket)
+            tombs[key] = mark
+          }
+        } else {
+          #expect(tombs[key] == nil, "step \(step): a tombstone missed")
+          index.insertTomb(key, mark: mark)
+          tombs[key] = mark
+        }
+      case 12:
+        if Int.random(in: 0..<40, using: &random) == 0 {
+          index.removeAllTombs()
+          tombs = [:]
+        }
+      case 13:
+        #expect(index.findTomb(key).map(index.mark(at:)) == tombs[key], "step \(step): findTomb")
       case 0..<4:
         let got = index.getOrInsert(key) { .passUnretained(box) }.takeUnretainedValue()
         if model[key] == nil { model[key] = box }
@@ -55,10 +90,13 @@ struct NodeIndexTests {
       default:
         #expect(index[key]?.takeUnretainedValue() === model[key], "step \(step): lookup")
       }
-      #expect(index.count == model.count)
+      #expect(index.count == model.count && index.tombCount == tombs.count)
       if step % 97 == 0 || steps - step < 2 {
         #expect(index.problem { $0.takeUnretainedValue().key } == nil, "step \(step)")
         for (key, box) in model { #expect(index[key]?.takeUnretainedValue() === box) }
+        var listedTombs: [Key: Int] = [:]
+        index.forEachTomb { listedTombs[$0] = $1 }
+        #expect(listedTombs == tombs, "step \(step): tombstones")
         let listed = Set(index.nodes.map { ObjectIdentifier($0.takeUnretainedValue()) })
         #expect(listed == Set(model.values.map(ObjectIdentifier.init)))
       }
