@@ -54,6 +54,18 @@ public final class SQLiteStore: PersistentStore, @unchecked Sendable {
       public static let newerSchema = Kind("newerSchema")
       /// SQLite reported an error while reading or writing.
       public static let sqlite = Kind("sqlite")
+      /// A seed or snapshot to read does not exist, or cannot be read.
+      public static let missingFile = Kind("missingFile")
+      /// A seed or snapshot is an SQLite database, but not one this library wrote.
+      public static let notConcord = Kind("notConcord")
+      /// A seed or snapshot is damaged: truncated, or its pages do not hold together.
+      public static let damaged = Kind("damaged")
+      /// A snapshot cannot be written where it was asked: a read-only or missing directory, or
+      /// a full disk.
+      public static let cannotWrite = Kind("cannotWrite")
+      /// Two paths that must differ name one file: a seed and the database it seeds, or a
+      /// snapshot and the store's own file.
+      public static let sameFile = Kind("sameFile")
 
       /// The kind's name, such as `cannotOpen`.
       public var description: String { name }
@@ -72,8 +84,9 @@ public final class SQLiteStore: PersistentStore, @unchecked Sendable {
 
   /// Where the database is.
   public let path: String
-  private let writer: _Connection
-  private let reader: _Connection
+  let writer: _Connection
+  /// The connection that reads, and that snapshots copy from.
+  let reader: _Connection
   /// Shared by every call: configured once, then only read. NB: made once, because making an
   /// encoder for each change was a good part of the writer's time.
   private let encoder: JSONEncoder = {
@@ -319,6 +332,31 @@ final class _Connection {
         kind: .cannotOpen, code: status, message: "cannot open \(path): \(message)")
     }
     sqlite3_busy_timeout(handle, 5_000)
+    sqlite3_extended_result_codes(handle, 0)
+  }
+
+  /// Opens the database at `path` read-only, as a file nobody changes: SQLite takes no lock
+  /// and writes nothing beside it (`immutable=1`).
+  init(readOnly path: String) throws {
+    // NB: a URI, whose `%`, `?` and `#` must be escaped in the path.
+    var escaped = ""
+    for character in path.unicodeScalars {
+      switch character {
+      case "%": escaped += "%25"
+      case "?": escaped += "%3F"
+      case "#": escaped += "%23"
+      default: escaped.unicodeScalars.append(character)
+      }
+    }
+    let flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI
+    let status = sqlite3_open_v2("file:\(escaped)?immutable=1", &handle, flags, nil)
+    guard status == SQLITE_OK else {
+      let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+      sqlite3_close_v2(handle)
+      handle = nil
+      throw SQLiteStore.Error(
+        kind: .cannotOpen, code: status, message: "cannot open \(path): \(message)")
+    }
     sqlite3_extended_result_codes(handle, 0)
   }
 

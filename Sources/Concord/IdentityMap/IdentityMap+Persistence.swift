@@ -76,6 +76,31 @@ extension IdentityMap {
     try persistence.flush()
   }
 
+  /// Writes a snapshot of everything the map has persisted to the file at `path`, atomically:
+  /// a save slot, which a crash while saving never corrupts.
+  ///
+  /// ```swift
+  /// try map.save(to: slots.appendingPathComponent("slot-1.sqlite").path)
+  /// ```
+  ///
+  /// It waits for every write committed before the call to reach the store, as ``flush()``
+  /// does, then has the store write the snapshot (`SQLiteStore.save(to:)`) before it applies
+  /// any later write: the snapshot holds exactly what was committed when it was called. Like
+  /// `flush()`, call it outside the map's writes. See "Save slots" in
+  /// <doc:PersistenceAndOffline>.
+  ///
+  /// - Throws: What ``flush()`` throws, then what the store throws: for `SQLiteStore`, a path
+  ///   that is its own file, or a directory it cannot write to. The file at `path` is then
+  ///   untouched.
+  /// - Precondition: The map was made with a store.
+  public func save(to path: String) throws {
+    guard let persistence = _core.persistence else {
+      preconditionFailure("Concord: save(to:) needs a map made with a store (persistence:)")
+    }
+    _core.checkOutsideWrites("save(to:)")
+    try persistence.flush { try persistence.store.save(to: path) }
+  }
+
   /// Removes every entity and alias, from memory and from the store.
   ///
   /// Memory is emptied at once, as ``removeAll()`` does (open handles report `isRemoved`), and

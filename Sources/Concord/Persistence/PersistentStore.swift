@@ -53,6 +53,13 @@ public protocol PersistentStore: AnyObject, Sendable {
   /// tombstones then stay bounded within a launch only); a store that can find them without
   /// reading every payload should implement it.
   func tombstones(kind: String) throws -> [(key: [UInt8], stamp: Stamp)]
+  /// Writes a snapshot of everything the store holds to the file at `path`, atomically: a
+  /// crash leaves the file that was there, or the whole snapshot.
+  ///
+  /// ``IdentityMap/save(to:)`` calls it on the map's background writer, once every write
+  /// committed before has been applied, and applies nothing meanwhile. The default
+  /// implementation throws ``PersistentStoreUnsupported``.
+  func save(to path: String) throws
 }
 
 extension PersistentStore {
@@ -68,6 +75,11 @@ extension PersistentStore {
       guard record.isTombstone, let stamp = record.stamp else { return nil }
       return (key, stamp)
     }
+  }
+
+  /// Throws ``PersistentStoreUnsupported``: a store that has no save slots.
+  public func save(to path: String) throws {
+    throw PersistentStoreUnsupported(operation: "save(to: \"\(path)\")")
   }
 
   /// Throws ``PersistentStoreUnsupported``: a store that does not list its records.

@@ -248,15 +248,22 @@ final class _Persistence: @unchecked Sendable {
   /// first error since the last flush. Retries what failed before. Not under the map's lock:
   /// the writer takes it.
   func flush() throws {
-    writer.sync {
+    try flush(then: {})
+  }
+
+  /// `flush()`, then `body` on the writer before it applies anything else: the store then
+  /// holds exactly what was committed before the call. Throws the flush's error first.
+  func flush(then body: () throws -> Void) throws {
+    try writer.sync {
       mapLock.withLock { isWriting = true }
       write()
+      let error = errorLock.withLock {
+        defer { firstError = nil }
+        return firstError
+      }
+      if let error { throw error }
+      try body()
     }
-    let error = errorLock.withLock {
-      defer { firstError = nil }
-      return firstError
-    }
-    if let error { throw error }
   }
 
   // MARK: Reading
