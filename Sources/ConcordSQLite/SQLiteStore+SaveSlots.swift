@@ -80,6 +80,32 @@ extension SQLiteStore {
     try save(to: path, hook: nil)
   }
 
+  /// Replaces everything the database holds with the snapshot at `path`, made by
+  /// ``save(to:)``, in one transaction: other connections see the old database or the
+  /// snapshot, and a crash leaves one or the other.
+  ///
+  /// ``IdentityMap/restore(from:)`` calls it, and then makes memory agree; call that one from
+  /// an app, since a map over this store would otherwise keep showing what it had in memory.
+  ///
+  /// - Throws: ``Error`` when `path` is not a snapshot this store can read, changing nothing:
+  ///   ``Error/Kind/missingFile``, ``Error/Kind/notADatabase``, ``Error/Kind/notConcord``,
+  ///   ``Error/Kind/damaged``, ``Error/Kind/newerSchema``, or ``Error/Kind/sameFile`` for the
+  ///   store's own file; ``Error/Kind/sqlite`` when SQLite fails to copy it.
+  /// - Complexity: O(size of the snapshot).
+  public func restore(from path: String) throws {
+    try Self.refuseSameFile(path, self.path, "the snapshot", "the store's own file")
+    let source = try _Snapshot.open(path, role: "the snapshot")
+    try writer.withLock {
+      guard let backup = sqlite3_backup_init(writer.handle, "main", source.handle, "main") else {
+        throw writer.error(sqlite3_errcode(writer.handle))
+      }
+      // NB: all the pages in one step, which is one transaction of the destination.
+      let status = sqlite3_backup_step(backup, -1)
+      sqlite3_backup_finish(backup)
+      guard status == SQLITE_DONE else { throw writer.error(status) }
+    }
+  }
+
   /// ``save(to:)``, calling `hook` at each step; for the crash tests, which kill the process
   /// there.
   func save(to path: String, hook: ((_SaveStep) -> Void)?) throws {

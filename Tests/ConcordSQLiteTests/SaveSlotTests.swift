@@ -1,6 +1,7 @@
 import Concord
 import ConcordSQLite
 import Foundation
+import TestSupport
 import Testing
 
 #if canImport(SQLite3)
@@ -239,6 +240,49 @@ struct SaveSlotTests {
     #expect(throws: SQLiteStore.Error.self) { try map.save(to: slot) }
     #expect(contents(slot) == saved)
     withExtendedLifetime(note) {}
+  }
+
+  /// The game's data manager, end to end: what the "Save slots" section of Persistence and
+  /// Offline shows.
+  @Test("The Zork flow: seed, play, save, play more, restore the save, reset to the seed")
+  func theZorkFlow() throws {
+    let directory = TemporaryDirectory()
+    let bundled = directory.path + "/zork-seed.sqlite"
+    try makeSeed(at: bundled, in: directory)
+    let working = directory.path + "/zork.sqlite"
+    let save = directory.path + "/zork-save.sqlite"
+
+    // First launch: the working copy starts as the bundled database.
+    let map = IdentityMap(persistence: try SQLiteStore(path: working, seededFrom: bundled))
+    map.persist(Note.self)
+    let lamp = try #require(map.find(Note.self, id: "n0"))
+    #expect(lamp.value.text == "seeded 0")
+    let seen = Locked<[String]>([])
+    let subscription = lamp.observe { seen.append($0.text) }
+
+    // Play, then save.
+    map.update(Note.self, id: "n0") { $0.text = "lamp: on" }
+    _ = map.store(Note(id: "sword", text: "taken"))
+    try map.save(to: save)
+
+    // Play more: the lamp runs out, the sword is lost, a troll appears.
+    map.update(Note.self, id: "n0") { $0.text = "lamp: dark" }
+    map.remove(Note.self, id: "sword")
+    let troll = map.store(Note(id: "troll", text: "angry"))
+
+    // Restore the save: the later play is gone.
+    try map.restore(from: save)
+    #expect(lamp.value.text == "lamp: on")
+    #expect(map.find(Note.self, id: "sword")?.value.text == "taken")
+    #expect(troll.isRemoved)
+
+    // Reset: back to the bundled database, and no save any more.
+    try map.restore(from: bundled)
+    try FileManager.default.removeItem(atPath: save)
+    #expect(lamp.value.text == "seeded 0")
+    #expect(map.find(Note.self, id: "sword") == nil)
+    #expect(seen.value == ["lamp: on", "lamp: dark", "lamp: on", "seeded 0"])
+    withExtendedLifetime(subscription) {}
   }
 
   @Test("A map without save slots in its store says so")

@@ -101,6 +101,45 @@ extension IdentityMap {
     try persistence.flush { try persistence.store.save(to: path) }
   }
 
+  /// Replaces everything the map has persisted with the snapshot at `path`, made by
+  /// ``save(to:)``: loading a save slot.
+  ///
+  /// ```swift
+  /// try map.restore(from: slots.appendingPathComponent("slot-1.sqlite").path)
+  /// ```
+  ///
+  /// It is one write, as if ``reset()`` were followed by loading the snapshot: every entity of
+  /// a persisted type that memory holds takes the snapshot's value and stamp, or is removed if
+  /// the snapshot has none, whatever the stamps say; aliases of persisted types take the
+  /// snapshot's value or are emptied; live queries of persisted types gain the snapshot's
+  /// matching entities; tombstones of persisted types are the snapshot's. Each handle, query
+  /// and alias is told once, after the write. Entities of types that are not persisted are
+  /// untouched (a persisted aggregate restored over one shows it as it is in memory). Every
+  /// write committed before the call reaches the store first, and is then replaced.
+  ///
+  /// Like ``flush()``, call it outside the map's writes. See "Save slots" in
+  /// <doc:PersistenceAndOffline>.
+  ///
+  /// - Throws: Changing nothing, what the store throws when `path` is not a snapshot it can
+  ///   read (for `SQLiteStore`: missing, not SQLite, not Concord's, damaged, of a newer schema
+  ///   version, or the store's own file), or what ``flush()`` throws.
+  /// - Complexity: O(the snapshot's size) to copy it, plus O(entities of persisted types in
+  ///   memory) decodes, plus, for each persisted type with a live query, O(its rows).
+  /// - Precondition: The map was made with a store.
+  public func restore(from path: String) throws {
+    guard let persistence = _core.persistence else {
+      preconditionFailure("Concord: restore(from:) needs a map made with a store (persistence:)")
+    }
+    _core.checkOutsideWrites("restore(from:)")
+    try persistence.flush {
+      try _core.write {
+        try persistence.applyPending()
+        try persistence.store.restore(from: path)
+        _core.reloadPersisted()
+      }
+    }
+  }
+
   /// Removes every entity and alias, from memory and from the store.
   ///
   /// Memory is emptied at once, as ``removeAll()`` does (open handles report `isRemoved`), and

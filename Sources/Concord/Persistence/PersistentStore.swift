@@ -60,6 +60,13 @@ public protocol PersistentStore: AnyObject, Sendable {
   /// committed before has been applied, and applies nothing meanwhile. The default
   /// implementation throws ``PersistentStoreUnsupported``.
   func save(to path: String) throws
+  /// Replaces everything the store holds with the snapshot at `path`, made by ``save(to:)``,
+  /// as one transaction; throws, changing nothing, when `path` is not such a snapshot.
+  ///
+  /// ``IdentityMap/restore(from:)`` calls it on the map's background writer, with the map
+  /// locked and every committed write applied, then reads the store again for what memory
+  /// holds. The default implementation throws ``PersistentStoreUnsupported``.
+  func restore(from path: String) throws
 }
 
 extension PersistentStore {
@@ -80,6 +87,11 @@ extension PersistentStore {
   /// Throws ``PersistentStoreUnsupported``: a store that has no save slots.
   public func save(to path: String) throws {
     throw PersistentStoreUnsupported(operation: "save(to: \"\(path)\")")
+  }
+
+  /// Throws ``PersistentStoreUnsupported``: a store that has no save slots.
+  public func restore(from path: String) throws {
+    throw PersistentStoreUnsupported(operation: "restore(from: \"\(path)\")")
   }
 
   /// Throws ``PersistentStoreUnsupported``: a store that does not list its records.

@@ -266,6 +266,25 @@ final class _Persistence: @unchecked Sendable {
     }
   }
 
+  /// Applies, on the calling thread, everything handed over and not yet applied, and what the
+  /// write under way staged; throws the store's error if any of it failed, which stays to be
+  /// retried. Only on the writer (in `flush(then:)`), inside a write: a restore, which must
+  /// find every committed write in the store before it replaces it.
+  func applyPending() throws {
+    mapLock.withLock {
+      handOverCurrent()
+      isWriting = true
+    }
+    write()
+    let pending = mapLock.withLock { hasOpen || !inFlight.isEmpty }
+    guard pending else { return }
+    let error = errorLock.withLock {
+      defer { firstError = nil }
+      return firstError
+    }
+    throw error ?? PersistentStoreUnsupported(operation: "apply(_:)")
+  }
+
   // MARK: Reading
 
   /// Whether `layer` deletes `kind`'s rows (with `aliases`, its aliases) before its own.

@@ -33,6 +33,22 @@ final class _Consumers<T: Identifiable & Sendable> {
   /// Called by the witness of `T`'s entities (`_Table.entityHooks()`), specialized.
   @inlinable
   func _feed(_ node: _EntityNode<T>, _ kind: _ChangeKind, old: T?, _ core: _MapCore) {
+    _feedQueries(node, kind, old: old, core)
+    guard !sinks.isEmpty else { return }
+    let change: EntityChange<T>
+    switch kind {
+    case .inserted: change = .inserted(node.value)
+    case .updated: change = .updated(node.value)
+    case .removed: change = .removed(node.value)
+    case .unchanged: return
+    }
+    for sink in sinks { sink.collect(change) }
+  }
+
+  /// `_feed(_:_:old:_:)` for the queries and indexes only: what a restore tells them of an
+  /// entity it brought into memory, which collectors do not hear of.
+  @inlinable
+  func _feedQueries(_ node: _EntityNode<T>, _ kind: _ChangeKind, old: T?, _ core: _MapCore) {
     if !filtered.isEmpty {
       let new = node.value
       filtered.withUnsafeBufferPointer { entries in
@@ -49,15 +65,6 @@ final class _Consumers<T: Identifiable & Sendable> {
       }
     }
     for index in indexes { index.ops.feed(index, node, kind, old, core) }
-    guard !sinks.isEmpty else { return }
-    let change: EntityChange<T>
-    switch kind {
-    case .inserted: change = .inserted(node.value)
-    case .updated: change = .updated(node.value)
-    case .removed: change = .removed(node.value)
-    case .unchanged: return
-    }
-    for sink in sinks { sink.collect(change) }
   }
 
   /// What is wrong with the indexes, if anything; for `_checkInvariants`.

@@ -62,6 +62,10 @@ extension _Table {
       guard let persisted = node.table.persisted else { return }
       core.persistence?.current.append(_RowRemoval(persisted, id: node.value.id))
     }
+    hooks.reloadFromStore = { node, core in
+      let node = entity(node)
+      if let persisted = node.table.persisted { core.reload(node, from: persisted) }
+    }
     hooks.entomb = { node, core in
       let node = entity(node)
       node.table.entomb(node.value.id, stamp: node.s.stamp, core)
@@ -109,10 +113,11 @@ extension _Table {
   }
 
   /// The hooks of the aliases whose value is a `Wrapped` made of entities of `T`, which
-  /// `entities` lists: one entity, or an array of them.
+  /// `entities` lists and `make` makes from entities: one entity, or an array of them.
   @inlinable @inline(__always)
   static func aliasHooks<Wrapped: Sendable>(
-    of _: Wrapped.Type, entities: @escaping @Sendable (Wrapped) -> [T]
+    of _: Wrapped.Type, entities: @escaping @Sendable (Wrapped) -> [T],
+    make: @escaping @Sendable ([T]) -> Wrapped?
   ) -> _WitnessHooks {
     func alias(_ node: _AnyNode) -> _AliasNode<Wrapped> {
       unsafeDowncast(node, to: _AliasNode<Wrapped>.self)
@@ -137,6 +142,13 @@ extension _Table {
       node.s.flags.remove(.removed)
     }
     hooks.hasConsumers = { alias($0).persists }
+    hooks.reloadFromStore = { node, core in
+      let node = alias(node)
+      guard node.persists,
+        let persisted = unsafeDowncast(node.witness.table, to: _Table<T>.self).persisted
+      else { return }
+      core.reload(node, from: persisted, make: make)
+    }
     hooks.feedConsumers = { node, kind, _, stampBefore, core in
       let node = alias(node)
       guard node.persists, let persistence = core.persistence,

@@ -56,6 +56,10 @@ struct _TableQueries {
   /// For a persisted aggregate type, brings the entities only the store has into memory; see
   /// `_MapCore.loadAll(into:)`.
   let loadAggregates: (_AnyTable, _MapCore) -> Void
+  /// For a persisted type, after its entities in memory took the store's values: takes the
+  /// store's tombstones, and gives the live queries the entities only the store has; see
+  /// `_MapCore+Restore.swift`.
+  let reloadFromStore: (_AnyTable, _MapCore) -> Void
 
   @usableFromInline
   init(
@@ -69,7 +73,8 @@ struct _TableQueries {
     clearTombstones: @escaping (_AnyTable, _MapCore) -> Void,
     tombstoneProblem: @escaping (_AnyTable) -> String?,
     tombstoneCount: @escaping (_AnyTable) -> Int,
-    loadAggregates: @escaping (_AnyTable, _MapCore) -> Void
+    loadAggregates: @escaping (_AnyTable, _MapCore) -> Void,
+    reloadFromStore: @escaping (_AnyTable, _MapCore) -> Void
   ) {
     self.forEachNode = forEachNode
     self.count = count
@@ -85,6 +90,7 @@ struct _TableQueries {
     self.tombstoneProblem = tombstoneProblem
     self.tombstoneCount = tombstoneCount
     self.loadAggregates = loadAggregates
+    self.reloadFromStore = reloadFromStore
   }
 
   /// The queries of `_Table<T>`.
@@ -123,6 +129,10 @@ struct _TableQueries {
       loadAggregates: { erased, core in
         let table = table(erased)
         if table.persisted != nil && !table.schema.isLeaf { core.loadAll(into: table) }
+      },
+      reloadFromStore: { erased, core in
+        let table = table(erased)
+        if let persisted = table.persisted { core.reloadTable(table, from: persisted) }
       })
   }
 }
@@ -279,7 +289,8 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
     if let made = witnesses.alias { return made }
     let made = _Witness.make(
       .alias, of: T?.self, schema: .alias(of: T.self), stash: _Stash(),
-      flags: [.registered, .alias], hooks: _Table.aliasHooks(of: T.self) { [$0] })
+      flags: [.registered, .alias],
+      hooks: _Table.aliasHooks(of: T.self, entities: { [$0] }, make: { $0.first }))
     witnesses.alias = adopt(made)
     return made
   }
@@ -290,7 +301,8 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
     if let made = witnesses.collectionAlias { return made }
     let made = _Witness.make(
       .alias, of: [T]?.self, schema: .aliasList(of: T.self), stash: _Stash(),
-      flags: [.registered, .alias], hooks: _Table.aliasHooks(of: [T].self) { $0 })
+      flags: [.registered, .alias],
+      hooks: _Table.aliasHooks(of: [T].self, entities: { $0 }, make: { $0 }))
     witnesses.collectionAlias = adopt(made)
     return made
   }

@@ -118,6 +118,9 @@ final class _Witness {
   /// For an entity the write under way removed: records its tombstone; see
   /// `_Tombstones.swift`.
   @usableFromInline let entomb: (_AnyNode, _MapCore) -> Void
+  /// For an entity of a persisted type, or an alias that persists: takes the value the store
+  /// has now, whatever the stamps say, or goes if it has none; see `_MapCore+Restore.swift`.
+  let reloadFromStore: (_AnyNode, _MapCore) -> Void
   /// For a query node nobody holds any more: stops maintaining it, gives back its holds.
   let detachConsumer: (_AnyNode, _MapCore) -> Void
   /// For an entity: a shadow for optimistic layers over the value saved at an index (or the
@@ -159,6 +162,7 @@ final class _Witness {
     feedConsumers: @escaping (_AnyNode, _ChangeKind, Int32, Stamp, _MapCore) -> Void,
     persistRemoval: @escaping (_AnyNode, _MapCore) -> Void,
     entomb: @escaping (_AnyNode, _MapCore) -> Void,
+    reloadFromStore: @escaping (_AnyNode, _MapCore) -> Void,
     detachConsumer: @escaping (_AnyNode, _MapCore) -> Void,
     makeShadow: @escaping (_AnyNode, Int32, Stamp) -> _AnyShadow?,
     problem: @escaping (_AnyNode, _MapCore) -> String?
@@ -193,6 +197,7 @@ final class _Witness {
     self.feedConsumers = feedConsumers
     self.persistRemoval = persistRemoval
     self.entomb = entomb
+    self.reloadFromStore = reloadFromStore
     self.detachConsumer = detachConsumer
     self.makeShadow = makeShadow
     self.problem = problem
@@ -256,7 +261,8 @@ extension _Witness {
       clearAliasValue: hooks.clearAliasValue, aliasName: hooks.aliasName,
       hasConsumers: hooks.hasConsumers, readsOldValues: hooks.readsOldValues,
       feedConsumers: hooks.feedConsumers, persistRemoval: hooks.persistRemoval,
-      entomb: hooks.entomb, detachConsumer: hooks.detachConsumer, makeShadow: hooks.makeShadow,
+      entomb: hooks.entomb, reloadFromStore: hooks.reloadFromStore,
+      detachConsumer: hooks.detachConsumer, makeShadow: hooks.makeShadow,
       problem: { node, core in
         let typed = _typed(node, Value.self)
         if !typed._slotsMatchChildren() { return "a slot differs from its child's value" }
@@ -288,6 +294,7 @@ struct _WitnessHooks {
   }
   @usableFromInline var persistRemoval: (_AnyNode, _MapCore) -> Void = { _, _ in }
   @usableFromInline var entomb: (_AnyNode, _MapCore) -> Void = { _, _ in }
+  @usableFromInline var reloadFromStore: (_AnyNode, _MapCore) -> Void = { _, _ in }
   @usableFromInline var detachConsumer: (_AnyNode, _MapCore) -> Void = { _, _ in }
   @usableFromInline var makeShadow: (_AnyNode, Int32, Stamp) -> _AnyShadow? = { _, _, _ in nil }
   @usableFromInline var problem: (_AnyNode, _MapCore) -> String? = { _, _ in nil }
