@@ -213,4 +213,84 @@ extension Workloads {
       return result
     }
   }
+
+  // MARK: Save slots
+
+  /// A database of `n` models, written by a map, and a snapshot of it: what the save-slot rows
+  /// start from. `body` gets the database's path and the snapshot's.
+  func withSavedDatabase<R>(_ body: (String, String) -> R) -> R {
+    withDatabase { path in
+      withDatabase { slot in
+        do {
+          let map = persistentMap(path)
+          for start in stride(from: 0, to: n, by: 1_000) {
+            _ = map.store((start..<min(n, start + 1_000)).map { Model($0) })
+          }
+          try! map.save(to: slot)
+        }
+        return body(path, slot)
+      }
+    }
+  }
+
+  /// Copies the database at `source` into the one at `destination` with SQLite's online backup,
+  /// all pages in one step: the save-slot rows' floor.
+  func rawBackup(from source: String, to destination: String) {
+    var from: OpaquePointer?
+    var to: OpaquePointer?
+    sqlite3_open_v2(source, &from, SQLITE_OPEN_READONLY, nil)
+    sqlite3_open_v2(destination, &to, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nil)
+    let backup = sqlite3_backup_init(to, "main", from, "main")
+    precondition(sqlite3_backup_step(backup, -1) == SQLITE_DONE, "the backup copies every page")
+    sqlite3_backup_finish(backup)
+    sqlite3_close(to)
+    sqlite3_close(from)
+  }
+
+  /// `map.save(to:)` of `n` persisted models, per model: the flush, the backup into a
+  /// temporary file beside the slot, its switch to one self-contained file, the fsyncs and the
+  /// rename. Against a raw `sqlite3_backup` of the same file into a new file.
+  func persistSave() -> Result {
+    withSavedDatabase { path, slot in
+      let map = persistentMap(path)
+      let copy = slot + ".floor"
+      defer { try? FileManager.default.removeItem(atPath: copy) }
+      var result = compare(
+        "persist.save",
+        map: { nanoseconds { try! map.save(to: slot) } / Double(n) },
+        floor: {
+          try? FileManager.default.removeItem(atPath: copy)
+          return nanoseconds { rawBackup(from: path, to: copy) } / Double(n)
+        })
+      result.note = "per model; floor: a raw sqlite3_backup of the same file into a new file"
+      return result
+    }
+  }
+
+  /// `map.restore(from:)` of a snapshot of `n` models into a map that holds none of them in
+  /// memory (loading a slot at launch), per model: the snapshot's checks, the flush, the backup
+  /// into the store's database, and the reload of what memory holds. Against a raw
+  /// `sqlite3_backup` of the same snapshot into a database in WAL mode, as the store's is.
+  func persistRestore() -> Result {
+    withSavedDatabase { path, slot in
+      let map = persistentMap(path)
+      return withDatabase { copy in
+        _ = try! SQLiteStore(path: copy)
+        var result = compare(
+          "persist.restore",
+          map: {
+            let ns = nanoseconds { try! map.restore(from: slot) }
+            precondition(map.count == 0, "nothing was in memory, nothing is")
+            return ns / Double(n)
+          },
+          floor: { nanoseconds { rawBackup(from: slot, to: copy) } / Double(n) })
+        precondition(
+          try! SQLiteStore(path: copy).rowCount(kind: "Model") == n, "the floor copied every row")
+        result.note =
+          "per model, nothing in memory; floor: a raw sqlite3_backup of the snapshot into a WAL "
+          + "database"
+        return result
+      }
+    }
+  }
 }

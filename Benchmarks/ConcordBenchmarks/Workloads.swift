@@ -17,7 +17,8 @@ struct Workloads {
     "scale.find.1M", "memory.perEntity", "store.merge", "retention.churn", "store.refetch",
     "store.page.decoded", "query.maintain", "query.indexed.open", "collector.drain",
     "optimistic.apply+rollback", "optimistic.shadowed.write", "persist.write", "persist.page",
-    "persist.find.cold", "remove.tombstoned", "query.open.persisted",
+    "persist.find.cold", "remove.tombstoned", "query.open.persisted", "persist.save",
+    "persist.restore",
   ]
 
   func run(_ name: String) -> Result {
@@ -48,6 +49,8 @@ struct Workloads {
     case "persist.find.cold": persistFindCold()
     case "remove.tombstoned": removeTombstoned()
     case "query.open.persisted": queryOpenPersisted()
+    case "persist.save": persistSave()
+    case "persist.restore": persistRestore()
     default: fatalError("unknown workload \(name)")
     }
   }

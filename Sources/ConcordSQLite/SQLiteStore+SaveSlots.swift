@@ -66,7 +66,7 @@ extension SQLiteStore {
   /// ```
   ///
   /// It snapshots what the file holds: changes the map has committed and not yet written are
-  /// not in it. ``IdentityMap/save(to:)`` flushes them first; call that one from an app. The
+  /// not in it. `IdentityMap.save(to:)` flushes them first; call that one from an app. The
   /// snapshot is a single file (no `-wal` beside it) that ``init(path:seededFrom:)`` and
   /// `IdentityMap.restore(from:)` read. Saving blocks other reads of the store while it copies,
   /// never the map's writes, which reach the store after it.
@@ -84,7 +84,7 @@ extension SQLiteStore {
   /// ``save(to:)``, in one transaction: other connections see the old database or the
   /// snapshot, and a crash leaves one or the other.
   ///
-  /// ``IdentityMap/restore(from:)`` calls it, and then makes memory agree; call that one from
+  /// `IdentityMap.restore(from:)` calls it, and then makes memory agree; call that one from
   /// an app, since a map over this store would otherwise keep showing what it had in memory.
   ///
   /// - Throws: ``Error`` when `path` is not a snapshot this store can read, changing nothing:
