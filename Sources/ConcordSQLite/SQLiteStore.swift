@@ -323,16 +323,8 @@ final class _Connection {
   init(path: String, create: Bool) throws {
     let flags =
       SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0)
-    let status = sqlite3_open_v2(path, &handle, flags, nil)
-    guard status == SQLITE_OK else {
-      let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
-      sqlite3_close_v2(handle)
-      handle = nil
-      throw SQLiteStore.Error(
-        kind: .cannotOpen, code: status, message: "cannot open \(path): \(message)")
-    }
+    try open(path, as: path, flags: flags)
     sqlite3_busy_timeout(handle, 5_000)
-    sqlite3_extended_result_codes(handle, 0)
   }
 
   /// Opens the database at `path` read-only, as a file nobody changes: SQLite takes no lock
@@ -348,8 +340,15 @@ final class _Connection {
       default: escaped.unicodeScalars.append(character)
       }
     }
-    let flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI
-    let status = sqlite3_open_v2("file:\(escaped)?immutable=1", &handle, flags, nil)
+    try open(
+      path, as: "file:\(escaped)?immutable=1",
+      flags: SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI)
+  }
+
+  /// Opens `filename` (`path`, or a URI naming it) with `flags`; throws ``SQLiteStore/Error``
+  /// with kind `cannotOpen`, naming `path`, when SQLite cannot.
+  private func open(_ path: String, as filename: String, flags: Int32) throws {
+    let status = sqlite3_open_v2(filename, &handle, flags, nil)
     guard status == SQLITE_OK else {
       let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
       sqlite3_close_v2(handle)

@@ -164,4 +164,31 @@ struct RestoreTests {
     #expect(try store.rowCount(kind: "Note") == 100)
     #expect(try launch(directory.database).find(Note.self, id: "n150") == nil)
   }
+
+  @Test(
+    "save(to:) and restore(from:) inside a write stop the program with a message",
+    arguments: ["save", "restore"])
+  func savingOrRestoringInsideAWriteStops(call: String) async {
+    let result = await #expect(
+      processExitsWith: .failure, observing: [\.standardErrorContent]
+    ) { [call = call as String] in
+      let directory = TemporaryDirectory()
+      let map = try launch(directory.database)
+      let slot = directory.path + "/slot.sqlite"
+      try map.save(to: slot)
+      map.transaction { _ in
+        map.store(Note(id: "a", text: "in the body"))
+        if call == "save" { try? map.save(to: slot) } else { try? map.restore(from: slot) }
+      }
+    }
+    // NB: optimized builds stop without printing a precondition's message.
+    #if DEBUG
+      let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+      #expect(
+        stderr.contains(
+          "\(call == "save" ? "save(to:)" : "restore(from:)") was called inside a write"))
+    #else
+      #expect(result != nil)
+    #endif
+  }
 }

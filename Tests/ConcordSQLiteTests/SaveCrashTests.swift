@@ -32,21 +32,6 @@ private func slotContents(_ slot: String, in directory: TemporaryDirectory) thro
   return (try store.rowCount(kind: "Note"), try text("n0"), try text("n1999"))
 }
 
-/// The integrity check of the database at `path`, read-only.
-private func integrity(_ path: String) -> String {
-  var handle: OpaquePointer?
-  var statement: OpaquePointer?
-  defer {
-    sqlite3_finalize(statement)
-    sqlite3_close(handle)
-  }
-  guard sqlite3_open_v2(path, &handle, SQLITE_OPEN_READONLY, nil) == SQLITE_OK,
-    sqlite3_prepare_v2(handle, "PRAGMA integrity_check", -1, &statement, nil) == SQLITE_OK,
-    sqlite3_step(statement) == SQLITE_ROW, let text = sqlite3_column_text(statement, 0)
-  else { return "cannot read \(path)" }
-  return String(cString: text)
-}
-
 @Suite("Save slots: a crash while saving leaves the old slot or the new one, whole")
 struct SaveCrashTests {
   /// 200 runs by default; fewer with `CONCORD_RANDOM_STEPS` lowered (CI's sanitizer builds).
@@ -91,7 +76,7 @@ struct SaveCrashTests {
       Testing.Issue.record("the save was not killed")
     }
 
-    #expect(integrity(slot) == "ok", "run \(run), step \(step)")
+    #expect(pragma("integrity_check", at: slot) == "ok", "run \(run), step \(step)")
     let contents = try slotContents(slot, in: directory)
     if step == 3 {
       #expect(contents == (2_100, "new 0", "new 1999"), "run \(run): killed after the rename")

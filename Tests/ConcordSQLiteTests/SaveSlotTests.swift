@@ -20,21 +20,6 @@ private func contents(_ path: String) -> Data? {
   FileManager.default.contents(atPath: path)
 }
 
-/// What `PRAGMA name` says of the database at `path`, opened read-only.
-private func pragma(_ name: String, at path: String) -> String? {
-  var handle: OpaquePointer?
-  var statement: OpaquePointer?
-  defer {
-    sqlite3_finalize(statement)
-    sqlite3_close(handle)
-  }
-  guard sqlite3_open_v2(path, &handle, SQLITE_OPEN_READONLY, nil) == SQLITE_OK,
-    sqlite3_prepare_v2(handle, "PRAGMA \(name)", -1, &statement, nil) == SQLITE_OK,
-    sqlite3_step(statement) == SQLITE_ROW, let text = sqlite3_column_text(statement, 0)
-  else { return nil }
-  return String(cString: text)
-}
-
 /// Runs `sql` on a new database at `path`.
 private func makeDatabase(at path: String, _ sql: String) {
   var handle: OpaquePointer?

@@ -2,6 +2,12 @@ import Concord
 import ConcordSQLite
 import Foundation
 
+#if canImport(SQLite3)
+  import SQLite3
+#else
+  import CSQLite
+#endif
+
 // api.github.com's shapes, trimmed: an issue nests stub users (no name, no updated_at), its
 // labels and its milestone, and is stamped by its own `updated_at`; the full profile has it all.
 
@@ -87,4 +93,19 @@ func launch(_ path: String, logger: (any IdentityMapLogger)? = nil) throws -> Id
   map.persist(Milestone.self)
   map.persist(Note.self)
   return map
+}
+
+/// What `PRAGMA name` says of the database at `path`, opened read-only.
+func pragma(_ name: String, at path: String) -> String? {
+  var handle: OpaquePointer?
+  var statement: OpaquePointer?
+  defer {
+    sqlite3_finalize(statement)
+    sqlite3_close(handle)
+  }
+  guard sqlite3_open_v2(path, &handle, SQLITE_OPEN_READONLY, nil) == SQLITE_OK,
+    sqlite3_prepare_v2(handle, "PRAGMA \(name)", -1, &statement, nil) == SQLITE_OK,
+    sqlite3_step(statement) == SQLITE_ROW, let text = sqlite3_column_text(statement, 0)
+  else { return nil }
+  return String(cString: text)
 }
