@@ -74,7 +74,9 @@ extension SQLiteStore {
   /// - Throws: ``Error`` with kind ``Error/Kind/sameFile`` when `path` is the store's own file,
   ///   ``Error/Kind/cannotWrite`` when the snapshot cannot be written beside `path` (a read-only
   ///   or missing directory, a full disk), and ``Error/Kind/sqlite`` when reading the database
-  ///   fails. The file at `path` is untouched when it throws.
+  ///   fails. The file at `path` is untouched when it throws, but for one case: the directory
+  ///   could not be synced after the rename, and the new snapshot is in place, not yet durable
+  ///   through a power loss.
   /// - Complexity: O(size of the database).
   public func save(to path: String) throws {
     try save(to: path, hook: nil)

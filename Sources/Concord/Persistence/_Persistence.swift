@@ -282,7 +282,7 @@ final class _Persistence: @unchecked Sendable {
       defer { firstError = nil }
       return firstError
     }
-    throw error ?? PersistentStoreUnsupported(operation: "apply(_:)")
+    throw error ?? _WritesNotApplied()
   }
 
   // MARK: Reading
@@ -398,5 +398,13 @@ class _AliasOp: _PersistOp, @unchecked Sendable {
   /// The change, encoded for `store`. On the writer.
   func change(_: any PersistentStore) throws -> PersistentChange {
     .deleteAlias(name: name)
+  }
+}
+
+/// The error of a restore when the writes committed before it could not all be applied, and
+/// the store kept no error of its own to say why.
+struct _WritesNotApplied: Error, CustomStringConvertible {
+  var description: String {
+    "the store could not apply the writes committed before the restore; nothing was restored"
   }
 }
