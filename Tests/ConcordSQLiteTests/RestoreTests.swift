@@ -126,11 +126,17 @@ struct RestoreTests {
     let goodBytes = try #require(FileManager.default.contents(atPath: good))
     let truncated = directory.path + "/truncated.sqlite"
     try goodBytes.prefix(goodBytes.count / 2).write(to: URL(fileURLWithPath: truncated))
+    let newer = directory.path + "/newer.sqlite"
+    try goodBytes.write(to: URL(fileURLWithPath: newer))
+    #expect(pragma("user_version = 99", at: newer, writable: true) != "error")
+    let foreign = directory.path + "/foreign.sqlite"
+    #expect(pragma("user_version = 1", at: foreign, writable: true) != "error")
     map.update(Note.self, id: "a") { $0.text = "changed after the save" }
 
     let cases: [(String, SQLiteStore.Error.Kind)] = [
       (directory.path + "/missing.sqlite", .missingFile), (text, .notADatabase),
-      (truncated, .damaged), (directory.database, .sameFile),
+      (truncated, .damaged), (directory.database, .sameFile), (newer, .newerSchema),
+      (foreign, .notConcord),
     ]
     for (path, kind) in cases {
       let error = #expect(throws: SQLiteStore.Error.self, "\(path)") {

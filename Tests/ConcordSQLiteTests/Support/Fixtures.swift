@@ -95,17 +95,23 @@ func launch(_ path: String, logger: (any IdentityMapLogger)? = nil) throws -> Id
   return map
 }
 
-/// What `PRAGMA name` says of the database at `path`, opened read-only.
-func pragma(_ name: String, at path: String) -> String? {
+/// What `PRAGMA name` says of the database at `path`, opened read-only; `writable`, it may
+/// set a pragma (`user_version = 99`), creating the file if there is none, and returns `nil`
+/// when the pragma prints nothing, or `"error"` when SQLite fails.
+func pragma(_ name: String, at path: String, writable: Bool = false) -> String? {
   var handle: OpaquePointer?
   var statement: OpaquePointer?
   defer {
     sqlite3_finalize(statement)
     sqlite3_close(handle)
   }
-  guard sqlite3_open_v2(path, &handle, SQLITE_OPEN_READONLY, nil) == SQLITE_OK,
-    sqlite3_prepare_v2(handle, "PRAGMA \(name)", -1, &statement, nil) == SQLITE_OK,
-    sqlite3_step(statement) == SQLITE_ROW, let text = sqlite3_column_text(statement, 0)
-  else { return nil }
-  return String(cString: text)
+  let flags = writable ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY
+  guard sqlite3_open_v2(path, &handle, flags, nil) == SQLITE_OK,
+    sqlite3_prepare_v2(handle, "PRAGMA \(name)", -1, &statement, nil) == SQLITE_OK
+  else { return writable ? "error" : nil }
+  switch sqlite3_step(statement) {
+  case SQLITE_ROW: return sqlite3_column_text(statement, 0).map { String(cString: $0) }
+  case SQLITE_DONE: return nil
+  default: return writable ? "error" : nil
+  }
 }
