@@ -107,6 +107,8 @@ func pragma(_ name: String, at path: String, writable: Bool = false) -> String? 
   }
   let flags = writable ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY
   guard sqlite3_open_v2(path, &handle, flags, nil) == SQLITE_OK,
+    // NB: a store just dropped may still be checkpointing on its writer: wait for it.
+    sqlite3_busy_timeout(handle, 5_000) == SQLITE_OK,
     sqlite3_prepare_v2(handle, "PRAGMA \(name)", -1, &statement, nil) == SQLITE_OK
   else { return writable ? "error" : nil }
   switch sqlite3_step(statement) {
