@@ -1,5 +1,6 @@
 import Concord
 import ConcordSQLite
+import ConcordTesting
 import Foundation
 import TestSupport
 import Testing
@@ -192,5 +193,170 @@ struct PersistenceModelTests {
     for id in 0..<8 {
       #expect(restarted.find(Issue.self, id: id)?.value == model.issue(id), "after: issue \(id)")
     }
+  }
+
+  /// A map on a store whose reads and writes fail at random while `store.faults` is on.
+  static func launchFaulty(_ path: String, seed: UInt64, logger: RecordingLogger) throws
+    -> (IdentityMap, FaultyStore)
+  {
+    let store = try FaultyStore(path: path, seed: seed)
+    let map = IdentityMap(logger: logger, persistence: store)
+    map.persist(Issue.self)
+    map.persist(User.self)
+    map.persist(Label.self)
+    map.persist(Milestone.self)
+    map.persist(Note.self)
+    return (map, store)
+  }
+
+  @Test(
+    "Random writes on a store whose reads and writes fail at random: nothing is lost",
+    arguments: [4, 5, 6])
+  func randomRunWithFailingReadsAndWrites(seed: UInt64) throws {
+    let directory = TemporaryDirectory()
+    var generator = SeededGenerator(seed: seed &* 0x9E37_79B9)
+    let logger = RecordingLogger()
+    var (map, store) = try Self.launchFaulty(directory.database, seed: seed, logger: logger)
+    var model = Model()
+    var held: [Any] = []
+    var clock = 0.0
+    func maybeStamp() -> Double? { Model.randomStamp(&clock, using: &generator) }
+    let steps = max(300, randomSteps(share: 100))
+    for step in 0..<steps {
+      let userID = Int.random(in: 0..<6, using: &generator)
+      let issueID = Int.random(in: 0..<8, using: &generator)
+      logger.clear()
+      store.faults.withValue { $0 = true }
+      // The entities whose reads failed in this step: each refuses the writes that need it.
+      func unreadable() -> Set<String> {
+        Set(
+          logger.events.compactMap {
+            $0.kind == .persistenceFailed ? $0.entity?.description : nil
+          })
+      }
+      switch Int.random(in: 0..<100, using: &generator) {
+      case 0..<25:
+        let name = Bool.random(using: &generator) ? "name\(step)" : nil
+        let user = User(id: userID, login: "login\(step)", name: name, updatedAt: maybeStamp())
+        let handle = map.store(user)
+        if Bool.random(using: &generator) { held.append(handle) }
+        if unreadable().isEmpty { model.write(user) }
+      case 25..<55:
+        let stamp = maybeStamp() ?? clock
+        let issue = Model.randomIssue(
+          issueID, userID: userID, step: step, stamp: stamp, using: &generator)
+        let handle = map.store(issue)
+        if Bool.random(using: &generator) { held.append(handle) }
+        let failed = unreadable()
+        if failed.isEmpty {
+          model.write(issue)
+        } else {
+          // The issue is refused (it, its stored value or its new one nests what could not be
+          // read); each nested entity that could be read is written on its own.
+          #expect(handle.isRemoved || map.find(Issue.self, id: issueID) != nil)
+          if !failed.contains("User(\(userID))") { model.write(issue.user) }
+          for label in issue.labels where !failed.contains("Label(\(label.id))") {
+            model.labels[label.id] = label
+          }
+          if let milestone = issue.milestone, !failed.contains("Milestone(\(milestone.id))") {
+            model.milestones[milestone.id] = milestone
+          }
+        }
+      case 55..<63:
+        let text = "renamed\(step)"
+        let updated = map.update(User.self, id: userID) { $0.name = text }
+        if unreadable().isEmpty {
+          #expect(updated == (model.users[userID] != nil))
+          model.users[userID]?.name = text
+        } else {
+          #expect(!updated, "an unreadable user is not updated")
+        }
+      case 63..<69:
+        map.remove(User.self, id: userID)
+        if unreadable().isEmpty { model.removeUser(userID) }
+      case 69..<75:
+        map.remove(Issue.self, id: issueID)
+        if unreadable().isEmpty { model.removeIssue(issueID) }
+      case 75..<83:
+        if !held.isEmpty {
+          held.remove(at: Int.random(in: 0..<held.count, using: &generator))
+        }
+      case 83..<90:
+        // A failed write is kept and tried again: the flush may throw, nothing is lost.
+        try? map.flush()
+      default:
+        // A restart, once every committed write reached the file. NB: a flush throws, once,
+        // the first error since the last flush, though its own retry succeeded.
+        store.faults.withValue { $0 = false }
+        try? map.flush()
+        try map.flush()
+        held = []
+        (map, store) = try Self.launchFaulty(
+          directory.database, seed: seed &+ UInt64(step), logger: logger)
+      }
+      store.faults.withValue { $0 = false }
+      model.check(map, "seed \(seed), step \(step)")
+    }
+    try? map.flush()
+    try map.flush()
+    let restarted = try launch(directory.database)
+    for id in 0..<8 {
+      #expect(restarted.find(Issue.self, id: id)?.value == model.issue(id), "after: issue \(id)")
+    }
+    for id in 0..<6 {
+      #expect(restarted.find(User.self, id: id)?.value == model.users[id], "after: user \(id)")
+    }
+  }
+}
+
+/// An `SQLiteStore` whose reads of entities and aliases, and whose writes, fail at random, one
+/// call in five, while `faults` is on.
+final class FaultyStore: PersistentStore {
+  struct Fault: Error, CustomStringConvertible {
+    var description: String { "injected fault" }
+  }
+
+  let base: SQLiteStore
+  let faults = Locked(false)
+  private let generator: Locked<SeededGenerator>
+
+  init(path: String, seed: UInt64) throws {
+    base = try SQLiteStore(path: path)
+    generator = Locked(SeededGenerator(seed: seed))
+  }
+
+  /// Throws, one call in five, while `faults` is on.
+  private func maybeFail() throws {
+    guard faults.value else { return }
+    if generator.withValue({ Int.random(in: 0..<5, using: &$0) }) == 0 { throw Fault() }
+  }
+
+  func encode<Value: Encodable>(_ value: Value) throws -> [UInt8] { try base.encode(value) }
+
+  func decode<Value: Decodable>(_ type: Value.Type, from bytes: [UInt8]) throws -> Value {
+    try base.decode(type, from: bytes)
+  }
+
+  func record(kind: String, key: [UInt8]) throws -> PersistentRecord? {
+    try maybeFail()
+    return try base.record(kind: kind, key: key)
+  }
+
+  func aliasRecord(named name: String) throws -> PersistentRecord? {
+    try maybeFail()
+    return try base.aliasRecord(named: name)
+  }
+
+  func records(kind: String) throws -> [(key: [UInt8], record: PersistentRecord)] {
+    try base.records(kind: kind)
+  }
+
+  func tombstones(kind: String) throws -> [(key: [UInt8], stamp: Stamp)] {
+    try base.tombstones(kind: kind)
+  }
+
+  func apply(_ changes: [PersistentChange]) throws {
+    try maybeFail()
+    try base.apply(changes)
   }
 }

@@ -69,6 +69,23 @@ struct PersistentQueryTests {
     #expect(listed.value.map(\.id) == [1, 2, 3])
   }
 
+  @Test func aTransactionsSnapshotIncludesTheStoresEntities() throws {
+    let directory = TemporaryDirectory()
+    var map = try launch(directory.database)
+    map.store((1...4).map { Issue.make($0, title: "cached \($0)", at: Double($0)) })
+    try map.flush()
+    map = try launch(directory.database)
+    let count = map.transaction { transaction -> Int in
+      transaction.store(Issue.make(5, at: 5))
+      transaction.remove(Issue.self, id: 2)
+      let open = transaction.entities(Issue.self, sortedBy: { $0.id < $1.id })
+      #expect(open.map(\.id) == [1, 3, 4, 5], "the store's, less the removal, plus the write")
+      return open.count
+    }
+    #expect(count == 4)
+    #expect(map.count == 0, "what the snapshot loaded and nobody holds is released")
+  }
+
   @Test func parentsIncludeAggregatesOnlyInTheStore() throws {
     let directory = TemporaryDirectory()
     var map = try launch(directory.database)

@@ -121,6 +121,7 @@ public struct IdentityMapEvent: Hashable, Sendable, CustomStringConvertible {
     case aliasSet(String)
     case aliasRemoved(String)
     case persistenceFailed(String)
+    case entityPersistenceFailed(EntityReference, String)
     case undecodableRecord(EntityReference, String)
     case changed(EntityReference, _ChangedValues)
   }
@@ -166,8 +167,18 @@ public struct IdentityMapEvent: Hashable, Sendable, CustomStringConvertible {
     Self(.persistenceFailed(message))
   }
 
-  /// A record in the store no longer decodes as its type (the model changed): it was skipped,
-  /// as if the store did not have it. `message` is the decoding error.
+  /// The map's ``PersistentStore`` failed to read `entity`; `message` says why. A failed read
+  /// is not an absent entity: until the write under way ends, every write of the entity is
+  /// refused (and so is the write of an aggregate nesting it), so that nothing replaces a
+  /// record newer than the write; the next write reads it again. A `find` of it returns `nil`.
+  public static func persistenceFailed(_ message: String, entity: EntityReference) -> Self {
+    Self(.entityPersistenceFailed(entity, message))
+  }
+
+  /// A record in the store no longer decodes as its type (the model changed): it reads as a
+  /// removed entity whose stamp, if the record has one, is its tombstone, so a write stamped
+  /// no newer is refused and a newer (or unstamped) one replaces the record. `message` is the
+  /// decoding error.
   public static func undecodableRecord(_ entity: EntityReference, _ message: String) -> Self {
     Self(.undecodableRecord(entity, message))
   }
@@ -196,18 +207,19 @@ public struct IdentityMapEvent: Hashable, Sendable, CustomStringConvertible {
     case .released: .released
     case .aliasSet: .aliasSet
     case .aliasRemoved: .aliasRemoved
-    case .persistenceFailed: .persistenceFailed
+    case .persistenceFailed, .entityPersistenceFailed: .persistenceFailed
     case .undecodableRecord: .undecodableRecord
     case .changed: .changed
     }
   }
 
   /// The entity the event is about, if it is about one: every kind but alias events and
-  /// persistence failures (and stale writes to an alias).
+  /// persistence failures that name no entity (and stale writes to an alias).
   public var entity: EntityReference? {
     switch storage {
     case .stored(let entity, _), .removed(let entity), .released(let entity),
-      .undecodableRecord(let entity, _), .changed(let entity, _):
+      .undecodableRecord(let entity, _), .entityPersistenceFailed(let entity, _),
+      .changed(let entity, _):
       entity
     case .discardedStale(let target, _, _): target.entity
     default: nil
@@ -246,7 +258,9 @@ public struct IdentityMapEvent: Hashable, Sendable, CustomStringConvertible {
   /// The text of a ``Kind/persistenceFailed`` or ``Kind/undecodableRecord`` event.
   public var message: String? {
     switch storage {
-    case .persistenceFailed(let text), .undecodableRecord(_, let text): text
+    case .persistenceFailed(let text), .entityPersistenceFailed(_, let text),
+      .undecodableRecord(_, let text):
+      text
     default: nil
     }
   }
@@ -278,7 +292,7 @@ public struct IdentityMapEvent: Hashable, Sendable, CustomStringConvertible {
       "set alias \"\(name)\""
     case .aliasRemoved(let name):
       "removed alias \"\(name)\""
-    case .persistenceFailed(let text):
+    case .persistenceFailed(let text), .entityPersistenceFailed(_, let text):
       "persistence failed: \(text)"
     case .undecodableRecord(let reference, let error):
       "skipped the stored \(reference), which no longer decodes: \(error)"

@@ -18,6 +18,35 @@ extension _MapCore {
     }
   }
 
+  /// Removes the entity `id` of `T`, if it is stored, and leaves it a tombstone stamped
+  /// `floor` or its own stamp, whichever is larger, whether or not it was stored; see
+  /// ``IdentityMap/remove(_:id:tombstone:)``. Nothing when the store could not read it (the
+  /// read is logged): the next removal reads it again.
+  @inlinable
+  func remove<T: Identifiable & Sendable>(_: T.Type, id: T.ID, tombstone floor: Stamp) {
+    remove(T.self, id: id)
+    withTable(T.self) { table in
+      guard !table.cannotRead(id) else { return }
+      raiseTombstone(of: id, to: floor, in: table)
+    }
+  }
+
+  /// Makes the tombstone of the entity `id`, which is not stored, at least `floor`; a
+  /// persisted type's store keeps it too. Nothing for a NaN `floor`, or when the map keeps no
+  /// tombstones.
+  @usableFromInline
+  func raiseTombstone<T: Identifiable & Sendable>(
+    of id: T.ID, to floor: Stamp, in table: _Table<T>
+  ) {
+    guard tombstones.limit > 0, !floor.isNaN else { return }
+    if let stamp = table.tombstone(of: id), !(floor > stamp) { return }
+    table.entomb(id, stamp: floor, self)
+    // NB: the store's record goes with the write's other changes, and a rollback drops it.
+    if let persisted = table.persisted, let persistence {
+      persistence.current.append(_RowRemoval(persisted, id: id, tombstone: floor))
+    }
+  }
+
   /// Whether the removal of `node` can be published as it is made, skipping the journal and
   /// the pass: the removal's counterpart of `_Journal.publishesDirectly`. Only an entity that
   /// no parent shows and that shows none, held by a handle (whose hold keeps it once it leaves

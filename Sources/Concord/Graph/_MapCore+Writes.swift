@@ -25,9 +25,15 @@ extension _MapCore {
       // NB: borrowed, not retained: the table holds the node for the whole write.
       return table.withNode(for: value) { node, created in
         let ownStamp = schema.stamp(of: value, call: stamp)
-        let refused = created && table.refusesCreated(node, stamp: ownStamp, self)
+        // NB: a node the write creates may be one the store could not read, or a removed
+        // entity whose tombstone refuses the write.
+        let refusal: _Verdict? =
+          !created
+          ? nil
+          : table.cannotRead(value.id)
+            ? .unreadable : table.refusesCreated(node, stamp: ownStamp, self) ? .stale : nil
         let publishing =
-          refused
+          refusal != nil
           ? nil
           : journal.publishesDirectly(
             node, schema: schema, created: created, outermost: frame.depth == 1, audience)
@@ -36,8 +42,8 @@ extension _MapCore {
           pass.mark(node, .fresh)
         }
         pass.run(
-          into: node, payload: value, stamp: ownStamp, call: stamp,
-          verdict: refused ? .stale : nil, publishing: publishing)
+          into: node, payload: value, stamp: ownStamp, call: stamp, verdict: refusal,
+          publishing: publishing)
         let result = body(node)
         // NB: a node a tombstone refused, or removed with a nested entity one refused, left
         // the map before `body` took its handle's hold: the removal adopts only nodes already

@@ -8,8 +8,14 @@
 //    missing stamps the first depth to reach it wins, and at that depth the last occurrence.
 //    Losers are not expanded, which is also why cycles by identity end. Each occurrence is
 //    judged against the node's stamp (`verdict`), with its own stamp when it is `Stamped`, and
-//    a node the write created against its entity's tombstone (`_Table.refusesCreated`). The occurrences of a `Mergeable` entity are chained, and merged into its
-//    winning claim before it is expanded (an aggregate) or applied.
+//    a node the write created against its entity's tombstone (`_Table.refusesCreated`) and
+//    against a failed read of it (`_Verdict.unreadable`, which refuses every claim holding it,
+//    up to the root). The occurrences of a `Mergeable` entity are chained, and merged into its
+//    winning claim before it is expanded (an aggregate) or applied (an entity nesting none).
+//    An aggregate bit for bit as stored is not expanded (its nested values are its children's
+//    already). Where either shortcut could change a winner (a skipped aggregate nests a node
+//    another occurrence claims; an aggregate's occurrence is met after its winner was
+//    expanded), the walk runs again knowing it (`claimAll`).
 // 2. Apply. The root's claim first, then, in the order the claims were made, the apply walk
 //    goes through each expanded value again and applies the winning claims it meets
 //    (`apply(claim:to:identical:publishing:assign:)`): the accepted value becomes the node's,
@@ -41,6 +47,10 @@ enum _Verdict: UInt8, BitwiseCopyable {
   /// Accepted, but the value is bit for bit the stored one (see `_identical`): the stamp is
   /// recorded, nothing else changes, nothing propagates.
   case identical
+  /// Refused: the entity is one the store could not read, or the value nests one at some
+  /// depth. A failed read is not an absent entity: writing over it could replace a newer
+  /// record. Logged when the read failed, not again here.
+  case unreadable
 }
 
 /// What a pass does with the entities nested in the value it writes.
@@ -96,6 +106,8 @@ struct _Claim: BitwiseCopyable {
   @usableFromInline var linksEnd: Int32 = 0
   /// The previous claim on the same node, or -1: the chain of a node's occurrences, for merging.
   @usableFromInline var previous: Int32
+  /// The claim whose value holds the occurrence, or -1 for the root's.
+  @usableFromInline let parent: Int32
   /// Whether a winning claim its value links to is read in place: the apply walk must go
   /// through its value again. Otherwise the claims it links to are applied by index.
   @usableFromInline var readsInPlace = false
@@ -106,7 +118,7 @@ struct _Claim: BitwiseCopyable {
   @inlinable
   init(
     node: _AnyNode, depth: Int32, payload: Int32, verdict: _Verdict, stamp: Stamp?,
-    previous: Int32
+    previous: Int32, parent: Int32
   ) {
     self.node = node
     self.depth = depth
@@ -114,6 +126,7 @@ struct _Claim: BitwiseCopyable {
     self.verdict = verdict
     self.stamp = stamp
     self.previous = previous
+    self.parent = parent
   }
 }
 
@@ -177,6 +190,9 @@ final class _Pass {
   /// optimistic layer whose server's answer the write stores (`commit(confirmedBy:)`). Empty
   /// otherwise.
   @usableFromInline var confirming: Set<ObjectIdentifier> = []
+  /// What the claim walks of the pass under way learned that the next one must know; see
+  /// `claimAll(_:_:schema:stashed:)`. Empty between passes.
+  @usableFromInline var learned = _Learned()
 
   @usableFromInline init() {}
 
@@ -192,6 +208,22 @@ final class _Pass {
   func withTable<T: Identifiable & Sendable, R>(_: T.Type, _ body: (_Table<T>) -> R) -> R {
     withCore { $0.withTable(T.self, body) }
   }
+}
+
+/// What a pass's claim walks learned that the next walk of the same pass must know; see
+/// `_Pass.claimAll(_:_:schema:stashed:)`.
+@usableFromInline
+struct _Learned {
+  /// The walk expands aggregates identical to their stored values too.
+  @usableFromInline var expandsIdentical = false
+  /// The losing occurrences of each `Mergeable` aggregate that an earlier walk met after
+  /// expanding its winner, as claims of that walk, in the order met: the next walk merges
+  /// them into the winner before expanding it.
+  @usableFromInline var lateLosers: [ObjectIdentifier: [_Claim]] = [:]
+  /// How many walks ran again.
+  @usableFromInline var walks = 0
+
+  @usableFromInline init() {}
 }
 
 /// Where the walk of a pass is.
@@ -241,6 +273,13 @@ struct _PassBuffers {
   @usableFromInline var refused: [Unmanaged<_AnyNode>] = []
   /// The nodes a removal takes out; see `_MapCore.remove(_:)`.
   @usableFromInline var removed: [_AnyNode] = []
+  /// The claims the walk under way skipped, as identical to their stored values.
+  @usableFromInline var skipped: [Int32] = []
+  /// The losing claims of `Mergeable` aggregates that the walk under way met after it had
+  /// expanded their winners.
+  @usableFromInline var lateLosers: [Int32] = []
+  /// The claims whose values hold an occurrence of an entity the store could not read.
+  @usableFromInline var unreadableIn: [Int32] = []
 
   @usableFromInline init() {}
 
@@ -340,15 +379,10 @@ extension _Pass {
         ? withCore { core in
           root.withStash { $0.append(payload, enlistingIn: &core.journal.stashes) }
         } : _Claim.inPlace
-      offer(root, payload: rootPayload, verdict: verdict, stamp: stamp)
+      offer(root, payload: rootPayload, verdict: verdict, stamp: stamp, parent: -1)
       if stashed { rebuilds = true }
       // 1. Claims.
-      if stashed {
-        expandClaims(from: 0)
-      } else {
-        claimNested(ofRoot: root, payload, schema: schema)
-        if claims.count > 1 { expandClaims(from: 1) }
-      }
+      claimAll(root, payload, schema: schema, stashed: stashed)
       // 2. Apply.
       var alias: (node: _AnyNode, stamp: Stamp?)?
       if stashed {
@@ -409,7 +443,8 @@ extension _Pass {
       kind == nil && !fresh && schema.isEquatable && _identical(root.value, payload)
     var alias: (node: _AnyNode, stamp: Stamp?)?
     let claim = _Claim(
-      node: root, depth: 0, payload: _Claim.inPlace, verdict: verdict, stamp: stamp, previous: -1)
+      node: root, depth: 0, payload: _Claim.inPlace, verdict: verdict, stamp: stamp, previous: -1,
+      parent: -1)
     let settles = apply(claim, to: root, identical: identical, publishing: kind, alias: &alias) {
       if !(fresh && _identical(root.value, payload)) { root.value = payload }
     }
@@ -450,15 +485,151 @@ extension _Pass {
   @inlinable
   func claimNested<V>(ofRoot root: _Node<V>, _ payload: V, schema: _Schema<V>) {
     // NB: a value identical to the stored one holds identical nested values, which its
-    // children already have; without a call stamp to record on them, they need no claim.
+    // children already have; without a call stamp to record on them, they need no claim. The
+    // root's is the write's only occurrence: no other claim can compete with those it skips.
     if claims[0].verdict == .accepted && request.stamp == nil && root.hasChildren
-      && schema.isEquatable && !root.s.bits.contains(.fresh) && _identical(root.value, payload)
+      && !isExhaustive && schema.isEquatable && !root.s.bits.contains(.fresh)
+      && _identical(root.value, payload)
     {
       claims[0].verdict = .identical
       return
     }
     at.depth = 1
     walkNested(in: payload, schema: schema, claim: 0)
+  }
+
+  /// The claim walk of a pass whose root's claim is made: every occurrence the root's value
+  /// nests, breadth-first (see the top of this file).
+  ///
+  /// Two shortcuts of the walk can change a winner, so the walk checks, when it took one,
+  /// that it did not, and otherwise runs again knowing what it missed (`_Learned`): an
+  /// aggregate identical to its stored value is not expanded, and a node it nests that another
+  /// occurrence claims would have had a say from the skipped one too (the last at its depth, or
+  /// the closest to the root); and a `Mergeable` aggregate merges the occurrences met before
+  /// it is expanded, so an occurrence of it met later (deeper) is merged by the next walk,
+  /// before the expansion. Each walk learns more, and at most four run: only a merge that keeps
+  /// nesting new occurrences of entities it merged could ask for more.
+  ///
+  /// Then every claim whose value nests an entity the store could not read is refused, up to
+  /// the root (`refuseHoldersOfUnreadable()`).
+  @inlinable
+  func claimAll<V>(_ root: _Node<V>, _ payload: V, schema: _Schema<V>, stashed: Bool) {
+    let rootClaim = claims[0]
+    while true {
+      if stashed {
+        expandClaims(from: 0)
+      } else {
+        claimNested(ofRoot: root, payload, schema: schema)
+        if claims.count > 1 { expandClaims(from: 1) }
+      }
+      guard !buffers.skipped.isEmpty || !buffers.lateLosers.isEmpty, learnFromWalk() else {
+        break
+      }
+      restartClaims(from: rootClaim)
+    }
+    if !buffers.skipped.isEmpty { buffers.skipped.removeAll(keepingCapacity: true) }
+    if !buffers.lateLosers.isEmpty { buffers.lateLosers.removeAll(keepingCapacity: true) }
+    if !buffers.unreadableIn.isEmpty { refuseHoldersOfUnreadable() }
+  }
+
+  /// Records what the claim walk just made missed: the losing occurrences of `Mergeable`
+  /// aggregates met after their winners were expanded, and whether an aggregate it skipped
+  /// nests a node another claim wants. Returns whether the walk must run again.
+  @usableFromInline
+  func learnFromWalk() -> Bool {
+    guard learned.walks < 3 else { return false }
+    var again = false
+    if !buffers.lateLosers.isEmpty {
+      var found: [ObjectIdentifier: [_Claim]] = [:]
+      for index in buffers.lateLosers {
+        found[ObjectIdentifier(claims[Int(index)].node), default: []].append(claims[Int(index)])
+      }
+      for (node, losers) in found where losers.count > (learned.lateLosers[node]?.count ?? 0) {
+        learned.lateLosers[node] = losers
+        again = true
+      }
+    }
+    if !buffers.skipped.isEmpty && !learned.expandsIdentical && skippedNestAClaimedNode() {
+      learned.expandsIdentical = true
+      again = true
+    }
+    if again { learned.walks += 1 }
+    return again
+  }
+
+  /// Whether an entity nested, at any depth, in an aggregate the walk skipped as identical has
+  /// a winning claim that was not skipped.
+  ///
+  /// - Complexity: O(claims) when no claimed node has a parent; otherwise O(the nodes the
+  ///   skipped aggregates nest), which their expansion would have cost anyway.
+  @usableFromInline
+  func skippedNestAClaimedNode() -> Bool {
+    // NB: a node nested in a stored aggregate has a parent; most walks end here.
+    guard
+      claims.indices.dropFirst().contains(where: {
+        claims[$0].verdict != .identical && claims[$0].node.hasParents
+      })
+    else { return false }
+    var reached: [Unmanaged<_AnyNode>] = []
+    var stack: [Unmanaged<_AnyNode>] = buffers.skipped.map { .passUnretained(claims[Int($0)].node) }
+    var found = false
+    // NB: borrowed, unretained: the walk's nodes are linked children, in the map (rule 4 of
+    // `_Lifetime.swift`).
+    while let next = stack.popLast(), !found {
+      next._withUnsafeGuaranteedRef { node in
+        for link in node.children where !link.child.s.bits.contains(.visited) {
+          let child = link.child
+          mark(child, .visited)
+          reached.append(.passUnretained(child))
+          if child.s.bits.contains(.offered)
+            && claims[Int(child.s.claimIndex)].verdict != .identical
+          {
+            found = true
+          }
+          stack.append(.passUnretained(child))
+        }
+      }
+    }
+    for node in reached {
+      node._withUnsafeGuaranteedRef { node -> Void in node.s.bits.remove(.visited) }
+    }
+    return found
+  }
+
+  /// Takes the claims back to the root's, `rootClaim`, for another claim walk.
+  @usableFromInline
+  func restartClaims(from rootClaim: _Claim) {
+    for index in claims.indices {
+      claims[index].node.s.bits.remove(.offered)
+    }
+    claims.removeAll()
+    claims.append(rootClaim)
+    mark(rootClaim.node, .offered)
+    rootClaim.node.s.claimIndex = 0
+    links.removeAll()
+    at = _PassPosition()
+    buffers.skipped.removeAll(keepingCapacity: true)
+    buffers.lateLosers.removeAll(keepingCapacity: true)
+    buffers.unreadableIn.removeAll(keepingCapacity: true)
+  }
+
+  /// Refuses, as `.unreadable`, every claim whose value holds an occurrence of an entity the
+  /// store could not read, and every claim holding those, up to the root: a failed read is
+  /// not an absent entity, and an aggregate written without it would lose it. A batch list,
+  /// which is no entity, keeps its other elements and drops the refused one.
+  @usableFromInline
+  func refuseHoldersOfUnreadable() {
+    for start in buffers.unreadableIn {
+      var index = Int(start)
+      while index >= 0 && claims[index].verdict != .unreadable
+        && !claims[index].node.s.flags.contains(.list)
+      {
+        claims[index].verdict = .unreadable
+        rebuilds = true
+        index = Int(claims[index].parent)
+      }
+    }
+    buffers.unreadableIn.removeAll(keepingCapacity: true)
   }
 
   /// Walks the entities nested in `payload`, the value of claim `index`, accessor by accessor,
@@ -506,11 +677,15 @@ extension _Pass {
           guard !node.s.flags.contains(.leaf) else { return }
           if node.s.flags.contains(.mergeable) { node.witness.mergeClaims(node, index, self, true) }
           // NB: a value identical to the stored one holds identical nested values, which its
-          // children already have; without a call stamp to record on them, they need no claim.
+          // children already have; without a call stamp to record on them, they need no claim,
+          // unless another occurrence in the write claims one of them: the walk then runs
+          // again without skipping (see `claimAll`), since the skipped claim could have won.
           if claims[index].verdict == .accepted && request.stamp == nil
-            && node.hasChildren && node.witness.isIdentical(node, index, self)
+            && node.hasChildren && !isExhaustive && !learned.expandsIdentical
+            && node.witness.isIdentical(node, index, self)
           {
             claims[index].verdict = .identical
+            buffers.skipped.append(Int32(index))
             return
           }
           node.witness.expand(node, index, self)
@@ -577,22 +752,32 @@ extension _Pass {
       let isOffered = node.s.bits.contains(.offered)
       let stamp = schema.stamp(of: child, call: request.stamp)
       let loses = isOffered && !displaces(stamp, claims[Int(node.s.claimIndex)])
+      let fresh = created || node.s.bits.contains(.fresh)
+      // NB: an entity the store could not read is created by the write, and refused at every
+      // occurrence, winning or not: the claim holding it is refused in turn (see
+      // `refuseHoldersOfUnreadable`).
+      let unreadable = fresh && table.cannotRead(child.id)
+      if unreadable { buffers.unreadableIn.append(Int32(at.claim)) }
       // NB: an occurrence that loses is dropped, unless it is to be merged.
-      guard !loses || (schema.merge != nil && schema.isLeaf) else {
+      guard !loses || schema.merge != nil else {
         rebuilds = true
         return
       }
       // NB: a node the write created is judged against its entity's tombstone, if it has one:
       // again at each occurrence while the tombstone stands, so that a newer one brings the
-      // entity back.
+      // entity back. Not a losing one: it takes no part in what the node becomes.
       let refused =
-        (created || (node.s.bits.contains(.fresh) && table.hasTombstones))
+        !unreadable && !loses && (created || (fresh && table.hasTombstones))
         && withCore { table.refusesCreated(node, stamp: stamp, $0) }
-      var verdict = refused ? .stale : verdict(node, child, schema, stamp: stamp)
+      var verdict =
+        unreadable ? .unreadable : refused ? .stale : verdict(node, child, schema, stamp: stamp)
       // NB: an `update` (the only write whose claims merge from below the root) hands its
       // body the stored value: a nested entity the body left bit for bit as stored is not
-      // a write, and the older stamp its value may carry is no stale write to log.
-      if verdict == .stale && request.mergeFromDepth > 0 && _identical(node.value, child) {
+      // a write, and the older stamp its value may carry is no stale write to log. A node the
+      // write created is no stored value, whatever its value is.
+      if verdict == .stale && !fresh && request.mergeFromDepth > 0
+        && _identical(node.value, child)
+      {
         verdict = .unchanged
       }
       // NB: kept aside only when needed: an aggregate is expanded from its value, a Mergeable
@@ -606,9 +791,14 @@ extension _Pass {
         rebuilds = true
       }
       if loses {
+        // NB: a `Mergeable` aggregate merges its occurrences before it is expanded: one met
+        // after that is merged by another walk (see `claimAll`).
+        if !schema.isLeaf && verdict == .accepted && Int(node.s.claimIndex) <= at.claim {
+          buffers.lateLosers.append(Int32(claims.count))
+        }
         chainLoser(node, payload: payload, verdict: verdict, stamp: stamp)
       } else {
-        offer(node, payload: payload, verdict: verdict, stamp: stamp)
+        offer(node, payload: payload, verdict: verdict, stamp: stamp, parent: Int32(at.claim))
       }
       links[link].backIndex = Int32(claims.count - 1)
     }
@@ -648,7 +838,7 @@ extension _Pass {
         payload: kept
           ? withCore { table.stash.append(child, enlistingIn: &$0.journal.stashes) }
           : _Claim.inPlace,
-        verdict: .accepted, stamp: stamp)
+        verdict: .accepted, stamp: stamp, parent: Int32(at.claim))
       links[links.count - 1].backIndex = Int32(claims.count - 1)
     }
   }
@@ -667,15 +857,16 @@ extension _Pass {
     return winner.depth >= at.depth
   }
 
-  /// Records a claim on `node`, the winning one for now.
+  /// Records a claim on `node`, the winning one for now, of an occurrence in the value of
+  /// claim `parent` (-1 for the root).
   @inlinable @inline(__always)
-  func offer(_ node: _AnyNode, payload: Int32, verdict: _Verdict, stamp: Stamp?) {
+  func offer(_ node: _AnyNode, payload: Int32, verdict: _Verdict, stamp: Stamp?, parent: Int32) {
     let index = Int32(claims.count)
     let previous = node.s.bits.contains(.offered) ? node.s.claimIndex : -1
     claims.append(
       _Claim(
         node: node, depth: at.depth, payload: payload, verdict: verdict, stamp: stamp,
-        previous: previous))
+        previous: previous, parent: parent))
     mark(node, .offered)
     node.s.claimIndex = index
   }
@@ -689,7 +880,7 @@ extension _Pass {
     claims.append(
       _Claim(
         node: node, depth: at.depth, payload: payload, verdict: verdict, stamp: stamp,
-        previous: claims[winner].previous))
+        previous: claims[winner].previous, parent: Int32(at.claim)))
     claims[winner].previous = index
   }
 
@@ -812,6 +1003,10 @@ extension _Pass {
         // NB: a node the write created whose claim is refused was refused by a tombstone.
         if node.s.bits.contains(.fresh) { buffers.refused.append(.passUnretained(node)) }
         return false
+      case .unreadable:
+        // NB: as for a refused one; nothing more is logged: the failed read was.
+        if node.s.bits.contains(.fresh) { buffers.refused.append(.passUnretained(node)) }
+        return false
       case .unchanged:
         return false
       case .identical:
@@ -911,5 +1106,6 @@ extension _Pass {
       request = _PassRequest()
     }
     rebuilds = isExhaustive
+    if learned.walks > 0 { learned = _Learned() }
   }
 }

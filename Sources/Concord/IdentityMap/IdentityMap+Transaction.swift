@@ -112,6 +112,49 @@ extension IdentityMap {
       map.remove(type, id: id)
     }
 
+    /// Removes an entity in the transaction, leaving a tombstone stamped `tombstone` whether
+    /// or not the map has it; see ``IdentityMap/remove(_:id:tombstone:)``. A rollback takes
+    /// the tombstone back.
+    @inlinable
+    public func remove<T: Identifiable & Sendable>(_ type: T.Type, id: T.ID, tombstone: Stamp) {
+      checkOpen()
+      map.remove(type, id: id, tombstone: tombstone)
+    }
+
+    /// Every stored entity of `type` for which `filter` is true, in `sortedBy` order, as the
+    /// transaction sees it so far: its own writes included.
+    ///
+    /// ```swift
+    /// map.transaction { transaction in
+    ///   for event in sync.timeline { transaction.store(event) }
+    ///   let unread = transaction.entities(Message.self, filter: { !$0.isRead }).count
+    ///   transaction.store(Room(id: sync.roomID, unread: unread))
+    /// }
+    /// ```
+    ///
+    /// A snapshot, not a live handle: later writes of the body do not change it. A live
+    /// query's `value` read in the body still shows the state before the transaction, since
+    /// nothing uncommitted is delivered; this is the call for "as this write will leave it".
+    /// For a persisted type (see ``IdentityMap/persist(_:as:)``), the store's entities are
+    /// included, as a query's are. With `sortedBy` nil, and among entities it ranks equal,
+    /// entities come in the order they were first stored.
+    ///
+    /// `filter` and `sortedBy` run under the map's lock, as a query's do: they may read the
+    /// map, and writing from them stops the program.
+    ///
+    /// - Complexity: O(*n* + *m* log *m*) for *n* entities of `type` and *m* results; for a
+    ///   persisted type, O(its records) decodes of those not in memory.
+    @inlinable
+    public func entities<T: Identifiable & Sendable>(
+      _ type: T.Type, filter: (@Sendable (T) -> Bool)? = nil,
+      sortedBy areInIncreasingOrder: (@Sendable (T, T) -> Bool)? = nil
+    ) -> [T] {
+      checkOpen()
+      return map._core.write {
+        map._core.entities(T.self, filter: filter, sortedBy: areInIncreasingOrder)
+      }
+    }
+
     /// Removes an alias in the transaction.
     @inlinable
     public func removeAlias<T>(named key: AliasKey<T>) {

@@ -186,6 +186,31 @@ public final class IdentityMap: Sendable {
     _core.write { _core.remove(T.self, id: id) }
   }
 
+  /// Removes an entity, if the map has it, and leaves a tombstone stamped `tombstone` whether
+  /// or not it has: a later write of the entity stamped no newer is refused.
+  ///
+  /// This is the removal for a stream's `delete` of an entity the client may never have seen,
+  /// or has already released: a page fetched before the delete and arriving after it, stamped
+  /// older, does not bring it back.
+  ///
+  /// ```swift
+  /// case .delete(let id, let at):
+  ///   map.remove(Status.self, id: id, tombstone: at)
+  /// ```
+  ///
+  /// The tombstone's stamp is the larger of `tombstone` and the stamp the entity had (or the
+  /// tombstone it already had). `.infinity` refuses every stamped write of the id, for servers
+  /// that never reuse ids; an unstamped write still brings the entity back, as after any
+  /// removal. Otherwise it removes as ``remove(_:id:)`` does. The tombstone is persisted for a
+  /// persisted type, undone by the rollback of a transaction, and kept within the map's
+  /// ``TombstonePolicy``: with `.none` it is not kept, and a NaN `tombstone` is no stamp.
+  ///
+  /// - Complexity: O(the entity's links + ancestors touched).
+  @inlinable
+  public func remove<T: Identifiable & Sendable>(_ type: T.Type, id: T.ID, tombstone: Stamp) {
+    _core.write { _core.remove(T.self, id: id, tombstone: tombstone) }
+  }
+
   /// The aggregates that nest the entity `id` of `type` now, each once, in no particular order:
   /// who holds it, as the removal rules see it.
   ///

@@ -29,8 +29,9 @@
 /// - When one write holds the entity more than once, every occurrence is merged: the losing
 ///   ones first, the winning one (see "One write, many occurrences" in <doc:Aggregates>) last,
 ///   so the winner's fields prevail and nothing is wiped, even when the entity is new.
-/// - A Mergeable ``Aggregate`` is decomposed from the merged value. Its occurrences deeper than
-///   the winning one, which only a cycle by identity can produce, are not merged.
+/// - A Mergeable ``Aggregate`` is decomposed from the value every occurrence merged into, its
+///   deeper copies included (a status on a timeline page, and the same status in a boost on
+///   it): a nested entity that only a losing copy holds is stored and linked too.
 ///
 /// `merge` runs while the map is locked, in the middle of a write: keep it a pure function of
 /// its arguments. It may read the map, but not write to it.

@@ -44,6 +44,8 @@ class _AnyPersisted: @unchecked Sendable {
   /// What is wrong with the type's layers, given how many are in flight; `nil` when nothing
   /// is.
   func checkLayers(inFlight _: Int) -> String? { nil }
+  /// Forgets the entities the write could not read: it ended.
+  func forgetUnreadable() {}
 }
 
 /// How the map persists entity type `T`, made by ``IdentityMap/persist(_:as:)`` where `T` is
@@ -88,6 +90,13 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
   /// The positions of the rows of each layer in flight that did not encode, kept until the
   /// layer is applied. Only on the writer.
   private var unencodable: [[Int]] = []
+  /// The entities the write under way could not read from the store: every write of them is
+  /// refused until the write ends (see `_Verdict.unreadable`); the next write reads again.
+  #if DEBUG
+    @usableFromInline var unreadable: Set<T.ID> = []
+  #else
+    @exclusivity(unchecked) @usableFromInline var unreadable: Set<T.ID> = []
+  #endif
 
   @inlinable
   init(kind: String, persistence: _Persistence, ops: _PersistedOps<T>) {
@@ -252,8 +261,11 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
   }
 
   /// The entity `id` as the store has it (the changes not yet applied included): saved, a
-  /// tombstone, or `.deleted` when the store has nothing. Failures are logged to the map's
-  /// outbox, and read as nothing.
+  /// tombstone, `.deleted` when the store has nothing, or `.failed` when the store could not
+  /// read it. Failures are logged to the map's outbox, naming the entity.
+  ///
+  /// A record that no longer decodes reads as a removed entity whose stamp, if it has one,
+  /// is its tombstone: a write stamped no newer is refused, a newer one replaces the record.
   ///
   /// - Parameter listed: The store's record of the entity, when the caller has it already
   ///   (`loadAll`).
@@ -264,8 +276,12 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
     do {
       record = try listed ?? persistence.store.record(kind: kind, key: ops.encodeID(id))
     } catch {
-      core.outbox.log { [kind] in .persistenceFailed("reading \(kind)(\(id)): \(error)") }
-      return .deleted
+      core.outbox.log {
+        .persistenceFailed(
+          "reading \(T.self)(\(id)): \(error); its writes are refused until it reads",
+          entity: EntityReference(T.self, id: id))
+      }
+      return .failed
     }
     guard let record else { return .deleted }
     if record.isTombstone { return record.stamp.map { .tombstone($0) } ?? .deleted }
@@ -273,8 +289,18 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
       return .saved(try ops.decode(record.payload), record.stamp)
     } catch {
       core.outbox.log { .undecodableRecord(EntityReference(T.self, id: id), "\(error)") }
-      return .deleted
+      return record.stamp.map { .tombstone($0) } ?? .deleted
     }
+  }
+
+  /// Marks `id` as unreadable until the write under way ends.
+  func markUnreadable(_ id: T.ID) {
+    if unreadable.isEmpty { persistence.unreadableTypes.append(self) }
+    unreadable.insert(id)
+  }
+
+  override func forgetUnreadable() {
+    unreadable.removeAll()
   }
 
   /// The ids of the entities saved by the changes not yet applied, which the store's own
@@ -329,19 +355,31 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
     return ops.saveAlias(name, kind, entities, stamp)
   }
 
-  /// The ids the alias `name` names, as the store has them, with the alias's stamp.
-  func readAlias(_ name: String, _ core: _MapCore) -> (ids: [T.ID], stamp: Stamp?)? {
+  /// The ids the alias `name` names, as the store has them, with the alias's stamp:
+  /// `.deleted` when the store has no such alias (or one whose ids no longer decode, logged),
+  /// `.failed` when it could not read it (logged).
+  func readAlias(_ name: String, _ core: _MapCore) -> _Unapplied<[T.ID]> {
     switch persistence.unappliedAlias(name, kind: kind) {
-    case .saved(let values, let stamp): return ((values as? [T] ?? []).map(\.id), stamp)
-    case .deleted, .tombstone: return nil
+    case .saved(let values, let stamp): return .saved((values as? [T] ?? []).map(\.id), stamp)
+    case .deleted, .tombstone, .failed: return .deleted
     case .unknown: break
     }
+    let record: PersistentRecord?
     do {
-      guard let record = try persistence.store.aliasRecord(named: name) else { return nil }
-      return (try ops.decodeIDs(record.payload), record.stamp)
+      record = try persistence.store.aliasRecord(named: name)
+    } catch {
+      core.outbox.log {
+        .persistenceFailed(
+          "reading alias \"\(name)\": \(error); its writes are refused until it reads")
+      }
+      return .failed
+    }
+    guard let record else { return .deleted }
+    do {
+      return .saved(try ops.decodeIDs(record.payload), record.stamp)
     } catch {
       core.outbox.log { .persistenceFailed("reading alias \"\(name)\": \(error)") }
-      return nil
+      return .deleted
     }
   }
 }
@@ -495,6 +533,8 @@ extension _MapCore {
     _ id: T.ID, into table: _Table<T>, listed: PersistentRecord? = nil
   ) {
     guard let persisted = table.persisted, let persistence else { return }
+    // NB: read once per write: a failed read is not tried again until the next.
+    guard persisted.unreadable.isEmpty || !persisted.unreadable.contains(id) else { return }
     let key = _RowKey(kind: persisted.kind, id: AnyHashable(id))
     guard !persistence.loading.contains(key) else { return }
     let value: T
@@ -504,6 +544,9 @@ extension _MapCore {
     case .tombstone(let tomb):
       // NB: the store's tombstone, kept in memory where writes look for it.
       if table.tombstone(of: id) == nil { table.entomb(id, stamp: tomb, self) }
+      return
+    case .failed:
+      persisted.markUnreadable(id)
       return
     case .deleted, .unknown: return
     }
@@ -539,7 +582,16 @@ extension _MapCore {
     var value = value
     if !schema.isLeaf {
       loadMissing(in: value, schema: schema)
-      guard prune(&value, schema: schema) else {
+      persistence?.metUnreadable = false
+      let kept = prune(&value, schema: schema)
+      // NB: an aggregate nesting an entity the store could not read is not read either:
+      // shown without it, then written, it would lose it; or, requiring it, be removed.
+      if let persistence, persistence.metUnreadable {
+        persistence.metUnreadable = false
+        table.persisted?.markUnreadable(value.id)
+        return
+      }
+      guard kept else {
         // NB: it requires an entity that was removed while it was not in memory: the removal
         // takes it too, as it would have in memory, tombstone included.
         if let stamp { table.entomb(value.id, stamp: stamp, self) }
@@ -605,10 +657,19 @@ extension _MapCore {
     }
   }
 
-  /// Whether `child` is of a persisted type and not in memory; see `_Accessor.missing`.
+  /// Whether `child` is of a persisted type and not in memory; see `_Accessor.missing`. One
+  /// the store could not read is not missing (it may well exist): it is noted in
+  /// `_Persistence.metUnreadable` instead.
   @inlinable
   func isMissing<C: Identifiable & Sendable>(_ child: C) -> Bool {
-    withTable(C.self) { table in table.persisted != nil && table.node(child.id) == nil }
+    withTable(C.self) { table in
+      guard table.persisted != nil, table.node(child.id) == nil else { return false }
+      guard !table.cannotRead(child.id) else {
+        persistence?.metUnreadable = true
+        return false
+      }
+      return true
+    }
   }
 
   /// A handle on the entity `id` of `T`, loaded from the store if it is persisted and not in
@@ -669,10 +730,19 @@ extension _MapCore {
     node.persists = true
     let name = node.id.name
     lifetime.noteHoldDropped(node)
-    guard !node.witness.holdsAliasValue(node), let (ids, stamp) = persisted.readAlias(name, self)
-    else { return }
+    guard !node.witness.holdsAliasValue(node) else { return }
+    let ids: [T.ID]
+    let stamp: Stamp?
+    switch persisted.readAlias(name, self) {
+    case .saved(let saved, let savedStamp): (ids, stamp) = (saved, savedStamp)
+    case .failed: return refuseUnreadable(node)
+    case .deleted, .tombstone, .unknown: return
+    }
     for id in ids { loadIfMissing(T.self, id: id) }
     let table = registry.table(for: T.self)
+    // NB: an alias naming an entity the store could not read is not read either: shown
+    // without it, then written, it would lose it.
+    guard !ids.contains(where: table.cannotRead) else { return refuseUnreadable(node) }
     guard let value = make(ids.compactMap { table.node($0)?.value }) else { return }
     let events = outbox.events.count
     journal.noteLoaded(node)
@@ -682,10 +752,29 @@ extension _MapCore {
     if outbox.events.count > events { outbox.events.removeSubrange(events...) }
   }
 
+  /// Refuses every write of the alias `node`, whose record the store could not read, until
+  /// the write ends; the next write of it reads it again. See `_Verdict.unreadable`.
+  func refuseUnreadable<Wrapped>(_ node: _AliasNode<Wrapped>) {
+    node.persists = false
+    persistence?.unreadableAliases.insert(node.id.name)
+  }
+
   /// Lists the deletion of the alias `name` when it is not in memory: it may be in the store.
   @usableFromInline
   func persistRemovingAlias(_ name: String) {
     guard audience.persistedTypes > 0, let persistence else { return }
     persistence.current.append(_AliasOp(name: name, kind: nil, values: nil, stamp: nil))
+  }
+}
+
+extension _Table {
+  /// Whether the store failed to read the entity `id` in the write under way; see
+  /// `_Verdict.unreadable`.
+  ///
+  /// - Complexity: O(1); one check of an optional while the type is not persisted.
+  @inlinable
+  func cannotRead(_ id: T.ID) -> Bool {
+    guard let persisted, !persisted.unreadable.isEmpty else { return false }
+    return persisted.unreadable.contains(id)
   }
 }

@@ -31,6 +31,10 @@ extension _MapCore {
   @usableFromInline
   func reload<T: Identifiable & Sendable>(_ node: _EntityNode<T>, from persisted: _Persisted<T>) {
     switch persisted.read(node.value.id, self) {
+    case .failed:
+      // NB: kept as it is: the store, which has the snapshot's record, could not read it, and
+      // removing it would tell its holders that the snapshot has none (logged by the read).
+      return
     case .saved(let value, let stamp):
       let schema = node.table.schema
       if !schema.isLeaf { loadMissing(in: value, schema: schema) }
@@ -53,11 +57,17 @@ extension _MapCore {
   ) {
     var value: Wrapped?
     var stamp: Stamp?
-    if let (ids, saved) = persisted.readAlias(node.id.name, self) {
+    switch persisted.readAlias(node.id.name, self) {
+    case .saved(let ids, let saved):
       for id in ids { loadIfMissing(T.self, id: id) }
       let table = registry.table(for: T.self)
+      // NB: kept as it is when the store could not read one of its entities, or the alias
+      // itself (logged): written without them, the snapshot's record would lose them.
+      guard !ids.contains(where: table.cannotRead) else { return }
       value = make(ids.compactMap { table.node($0)?.value })
       stamp = saved
+    case .failed: return
+    case .deleted, .tombstone, .unknown: break
     }
     guard let value else {
       if node.witness.holdsAliasValue(node) || !node.s.stamp.isNaN { emptyAlias(node) }

@@ -54,6 +54,14 @@ final class _Persistence: @unchecked Sendable {
   /// The entities being loaded, so that a cycle of persisted aggregates loads each once; see
   /// `_MapCore.load(_:into:)`.
   var loading: Set<_RowKey> = []
+  /// The persisted types with entities the write under way could not read, and the aliases
+  /// it could not read: their writes are refused until the write ends (see
+  /// `_Verdict.unreadable`).
+  var unreadableTypes: [_AnyPersisted] = []
+  var unreadableAliases: Set<String> = []
+  /// Set when a check for nested entities missing from memory met one the store could not
+  /// read; see `_MapCore.isMissing(_:)`.
+  @usableFromInline var metUnreadable = false
   /// The persisted types' kinds, by type, and the types of each kind.
   var kinds: [ObjectIdentifier: String] = [:]
   var kindOwners: [String: ObjectIdentifier] = [:]
@@ -91,9 +99,11 @@ final class _Persistence: @unchecked Sendable {
   // MARK: Handing over
 
   /// Adds what the write hands over to the open layer, and wakes the writer. At commit, when
-  /// nothing can roll the write back, so commits join in commit order.
+  /// nothing can roll the write back, so commits join in commit order. Forgets what the write
+  /// could not read: the next write reads it again.
   @usableFromInline
   func handOver() {
+    if !unreadableTypes.isEmpty || !unreadableAliases.isEmpty { forgetUnreadable() }
     handOverCurrent()
     guard hasOpen, !isWriting else { return }
     isWriting = true
@@ -101,6 +111,13 @@ final class _Persistence: @unchecked Sendable {
     // transaction: waking it for each commit would cost the committing thread more than the
     // commit. `flush()` does not wait for the moment.
     writer.asyncAfter(deadline: .now() + Self.gathering) { self.write() }
+  }
+
+  /// Forgets the entities and aliases the write could not read.
+  func forgetUnreadable() {
+    for persisted in unreadableTypes { persisted.forgetUnreadable() }
+    unreadableTypes.removeAll()
+    unreadableAliases.removeAll()
   }
 
   /// Adds the changes of `current` to the open layer. A commit's rows join it as they are
@@ -339,6 +356,8 @@ enum _Unapplied<Value> {
   case tombstone(Stamp)
   case deleted
   case unknown
+  /// The store failed to read it: it may hold anything (see `_Verdict.unreadable`).
+  case failed
 }
 
 /// A change a write hands over that is not a row a commit records: see

@@ -60,6 +60,36 @@ extension _MapCore {
     return held
   }
 
+  /// The entities of `T` for which `filter` is true, in `sortedBy` order, then in the order
+  /// they were first stored, as the write under way sees them: a snapshot, for
+  /// ``IdentityMap/Transaction/entities(_:filter:sortedBy:)``. For a persisted type, the
+  /// store's entities are loaded first, as a query's are, and released when the write ends
+  /// unless something holds them.
+  ///
+  /// - Complexity: O(*n* + *m* log *m*) for *n* entities of `T` (with the store's) and *m*
+  ///   results.
+  @inlinable
+  func entities<T: Identifiable & Sendable>(
+    _: T.Type, filter: (@Sendable (T) -> Bool)?, sortedBy: (@Sendable (T, T) -> Bool)?
+  ) -> [T] {
+    let table = registry.table(for: T.self)
+    if table.persisted != nil { loadAll(into: table) }
+    var found: [(value: T, sequence: UInt64)] = []
+    table.slots.forEachNode { slot in
+      slot._withUnsafeGuaranteedRef { node in
+        if filter?(node.value) ?? true { found.append((node.value, node.sequence)) }
+      }
+    }
+    found.sort { first, second in
+      if let sortedBy {
+        if sortedBy(first.value, second.value) { return true }
+        if sortedBy(second.value, first.value) { return false }
+      }
+      return first.sequence < second.sequence
+    }
+    return found.map(\.value)
+  }
+
   /// Opens a collector of `T`'s changes. NB: attached at once, even in the middle of a write:
   /// it needs no filling, and so it collects the whole write it was opened in.
   @inlinable

@@ -12,8 +12,15 @@ extension _MapCore {
     let node: _AliasNode<Wrapped> = registry.aliasNode(id, witness: witness)
     lifetime.noteHoldDropped(node)
     let schema = node.schema.takeUnretainedValue()
-    if audience.persistedTypes > 0 { loadMissing(in: Optional(value), schema: schema) }
-    pass.run(into: node, payload: value, stamp: schema.stamp(of: value, call: stamp), call: stamp)
+    var refusal: _Verdict?
+    if audience.persistedTypes > 0 {
+      loadMissing(in: Optional(value), schema: schema)
+      // NB: an alias whose record the store could not read keeps its slot as it is.
+      if persistence?.unreadableAliases.contains(id.name) == true { refusal = .unreadable }
+    }
+    pass.run(
+      into: node, payload: value, stamp: schema.stamp(of: value, call: stamp), call: stamp,
+      verdict: refusal)
     return node
   }
 

@@ -148,8 +148,9 @@ extension _Node {
   /// Folds the stored value (unless the pass created the node) and every accepted occurrence
   /// of the node into the payload of its winning claim `index`: the losing occurrences first,
   /// in the order the claims walk met them, the winner last. An aggregate merges before it is
-  /// expanded, with the occurrences met so far; an entity without nested entities merges
-  /// before it is applied, with all of them. Does nothing unless `Value` is ``Mergeable``.
+  /// expanded, with the occurrences met so far and those an earlier walk of the pass met after
+  /// (see `_Pass.claimAll`); an entity without nested entities merges before it is applied,
+  /// with all of them. Does nothing unless `Value` is ``Mergeable``.
   @inlinable
   final func _mergeClaims(_ index: Int, _ pass: _Pass, atExpansion: Bool) {
     withSchema { schema in
@@ -173,25 +174,28 @@ extension _Node {
       chain.append(next)
       next = Int(pass.claims[next].previous)
     }
-    guard !(fresh && chain.isEmpty) else { return }
+    let late =
+      pass.learned.lateLosers.isEmpty ? [] : pass.learned.lateLosers[ObjectIdentifier(self)] ?? []
+    guard !(fresh && chain.isEmpty && late.isEmpty) else { return }
     chain.sort()
-    chain.append(index)
     let stash = stash.takeUnretainedValue()
     var merged: Value? = fresh ? nil : value
     var stamp: Stamp?
-    for claimIndex in chain {
-      let claim = pass.claims[claimIndex]
-      guard claim.verdict == .accepted else { continue }
+    var applies = false
+    func fold(_ claim: _Claim) {
+      guard claim.verdict == .accepted else { return }
       let payload = stash.values[Int(claim.payload)]
       merged = merged.map { merge(payload, $0) } ?? payload
+      applies = true
       if let claimStamp = claim.stamp, !claimStamp.isNaN {
         stamp = max(stamp ?? claimStamp, claimStamp)
       }
     }
+    for claimIndex in chain { fold(pass.claims[claimIndex]) }
+    for claim in late { fold(claim) }
+    fold(pass.claims[index])
     // NB: a node none of whose occurrences applies keeps its winner's verdict.
-    guard let merged, chain.contains(where: { pass.claims[$0].verdict == .accepted }) else {
-      return
-    }
+    guard let merged, applies else { return }
     pass.claims[index].payload = pass.withCore {
       stash.append(merged, enlistingIn: &$0.journal.stashes)
     }

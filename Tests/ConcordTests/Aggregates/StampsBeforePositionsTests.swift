@@ -43,6 +43,34 @@ struct StampsBeforePositionsTests {
     #expect(page.value[1].reblog?.content == "last")
   }
 
+  @Test func anOccurrenceBitForBitAsStoredTakesPartInTheClaims() {
+    let map = IdentityMap()
+    let stored = map.store(Book(id: "b2", title: "T2", author: Author(id: 1, name: "stored")))
+    // Two books at depth 1, each nesting author 1 at depth 2: the second is bit for bit what is
+    // stored, and it comes last, so its copy of the author wins.
+    let page = map.store([
+      Book(id: "b1", title: "T1", author: Author(id: 1, name: "earlier")),
+      Book(id: "b2", title: "T2", author: Author(id: 1, name: "stored")),
+    ])
+    #expect(map.find(Author.self, id: 1)?.value.name == "stored")
+    #expect(page.value.map(\.author.name) == ["stored", "stored"])
+    // The same copy closer to the root wins over a deeper one that comes after it.
+    let shelf = Shelf(
+      id: 1, owner: Author(id: 2, name: "owner"), books: [], pinned: nil, media: .none)
+    let shelves = map.store([shelf])
+    let second = map.store([
+      shelf,
+      Shelf(
+        id: 2, owner: Author(id: 3, name: "other"),
+        books: [Book(id: "b3", title: "T3", author: Author(id: 2, name: "deeper"))], pinned: nil,
+        media: .none),
+    ])
+    #expect(map.find(Author.self, id: 2)?.value.name == "owner")
+    #expect(second.value[1].books[0].author.name == "owner")
+    withExtendedLifetime((stored, shelves)) {}
+    map._core._checkInvariants()
+  }
+
   @Test func aNewerNestedCopyOfTheRootTakesTheRoot() {
     let logger = RecordingLogger()
     let map = IdentityMap(logger: logger)

@@ -61,6 +61,28 @@ extension AliasKey where Value == Member2 {
   static var me: Self { .init("me") }
 }
 
+/// A status as a Mastodon timeline sends it: the viewer's `favourited` flag is missing from
+/// some endpoints, and so is the account of a status nested in a boost; both merge.
+struct Status2: Aggregate, Mergeable, Equatable {
+  var id: String
+  var text: String
+  var favourited: Bool?
+  var account: Member2?
+  /// The boosted status; an array gives the recursive value its indirection.
+  var boosted: [Status2] = []
+
+  var reblog: Status2? {
+    get { boosted.first }
+    set { boosted = newValue.map { [$0] } ?? [] }
+  }
+
+  static var nestedEntities: [NestedEntity<Status2>] { [.init(\.account), .init(\.reblog)] }
+
+  static func merge(_ incoming: Status2, into stored: Status2) -> Status2 {
+    incoming.keepingStoredValues(of: stored, whereNil: \.favourited, \.account)
+  }
+}
+
 @Suite("Mergeable: partial payloads merge into what is stored")
 struct MergeableTests {
   @Test func aStubStoredDirectlyKeepsTheStoredFields() {
@@ -172,6 +194,57 @@ struct MergeableTests {
     map.update(Member2.self, id: 1) { $0.name = "Sparrowhawk" }
     #expect(repo.value.owner?.name == "Sparrowhawk")
     #expect(map.count == 2)
+  }
+
+  @Test func aMergeableAggregatesDeeperLosingOccurrenceIsMerged() {
+    let map = IdentityMap()
+    // A page holding a status without the viewer's flag, and a boost nesting the same status
+    // with it: the status at depth 1 wins, the boost's copy at depth 2 is merged first.
+    let page = map.store([
+      Status2(id: "9", text: "hello", favourited: nil),
+      Status2(id: "b1", text: "", boosted: [Status2(id: "9", text: "hello", favourited: true)]),
+    ])
+    let status = map.find(Status2.self, id: "9")!
+    #expect(status.value.favourited == true, "the flag is not wiped, though the status is new")
+    #expect(page.value[0] == status.value)
+    #expect(page.value[1].reblog == status.value, "every occurrence shows the merged value")
+    map._core._checkInvariants()
+  }
+
+  @Test func aMergedAggregateIsDecomposedFromEveryOccurrence() {
+    let map = IdentityMap()
+    // The winner has no account; the deeper copy does. The merged status nests the account,
+    // which is stored on its own and stays linked.
+    let page = map.store([
+      Status2(id: "9", text: "hello", account: nil),
+      Status2(
+        id: "b1", text: "", boosted: [Status2(id: "9", text: "stale text", account: .full(1))]),
+    ])
+    let status = map.find(Status2.self, id: "9")!
+    #expect(status.value.text == "hello", "the winner's fields prevail")
+    #expect(status.value.account == .full(1))
+    #expect(map.find(Member2.self, id: 1)?.value == .full(1))
+    map.update(Member2.self, id: 1) { $0.name = "Sparrowhawk" }
+    #expect(status.value.account?.name == "Sparrowhawk")
+    #expect(page.value[0].account?.name == "Sparrowhawk")
+    #expect(page.value[1].reblog?.account?.name == "Sparrowhawk")
+    map._core._checkInvariants()
+  }
+
+  @Test func aMergedAggregateStoredAgainWithTheSameOccurrencesChangesNothing() {
+    let map = IdentityMap()
+    let page = [
+      Status2(id: "9", text: "hello", favourited: nil),
+      Status2(id: "b1", text: "", boosted: [Status2(id: "9", text: "hello", favourited: true)]),
+    ]
+    let held = map.store(page)
+    let told = Locked(0)
+    let subscription = held.observe { _ in told.increment() }
+    map.store(page)
+    #expect(told.value == 0)
+    #expect(map.find(Status2.self, id: "9")?.value.favourited == true)
+    withExtendedLifetime(subscription) {}
+    map._core._checkInvariants()
   }
 
   @Test func anEqualStampWhoseMergeChangesNothingIsAQuietNoOp() {

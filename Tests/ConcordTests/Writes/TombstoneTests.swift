@@ -182,6 +182,145 @@ struct TombstoneTests {
   }
 }
 
+extension TombstoneTests {
+  // MARK: An update's nested entities are written as by `store`
+
+  /// A shelf whose pinned book is optional, so that refusing the book leaves the shelf.
+  static func shelf(pinning book: Book?) -> Shelf {
+    Shelf(id: 1, owner: Author(id: 7, name: "Owner"), books: [], pinned: book, media: .none)
+  }
+
+  @Test func anUpdateNestingATombstonedEntityDoesNotBringItBack() {
+    let logger = RecordingLogger()
+    let map = IdentityMap(logger: logger)
+    let shelf = map.store(Self.shelf(pinning: nil), modifiedAt: 1)
+    let book = Book(id: "b", title: "Deleted", author: Author(id: 2, name: "A"))
+    let shown = map.store(book, modifiedAt: 5)
+    map.remove(Book.self, id: "b")
+    #expect(shown.isRemoved)
+    logger.clear()
+    // The update's result nests the deleted book, stamped no newer than its tombstone.
+    #expect(map.update(Shelf.self, id: 1, modifiedAt: 5) { $0.pinned = book })
+    #expect(map.find(Book.self, id: "b") == nil, "store would refuse the same value")
+    #expect(shelf.value.pinned == nil, "the shelf is left as the book's removal would leave it")
+    #expect(logger.staleWrites.map(\.target.entity) == [EntityReference(Book.self, id: "b")])
+    #expect(map._core.tombstones.count == 1, "the tombstone stands")
+    // Removing the entity afterwards finds nothing: it was never brought back.
+    map.remove(Book.self, id: "b")
+    map._core._checkInvariants()
+    // A newer stamp brings it back, through an update as through a store.
+    #expect(map.update(Shelf.self, id: 1, modifiedAt: 6) { $0.pinned = book })
+    #expect(map.find(Book.self, id: "b")?.value == book)
+    #expect(shelf.value.pinned == book)
+    #expect(map._core.tombstones.count == 0)
+    map._core._checkInvariants()
+  }
+
+  @Test func anAliasUpdateNestingATombstonedEntityDoesNotBringItBack() {
+    let map = IdentityMap()
+    let featured = map.store(
+      [Book(id: "a", title: "A", author: Author(id: 1, name: "A"))],
+      named: .featured, modifiedAt: 1)
+    let deleted = Book(id: "b", title: "Deleted", author: Author(id: 2, name: "B"))
+    let shown = map.store(deleted, modifiedAt: 5)
+    map.remove(Book.self, id: "b")
+    #expect(shown.isRemoved)
+    #expect(map.update(named: AliasKey<[Book]>.featured, modifiedAt: 4) { $0.append(deleted) })
+    #expect(map.find(Book.self, id: "b") == nil)
+    #expect(featured.value?.map(\.id) == ["a"])
+    map._core._checkInvariants()
+    map.remove(Book.self, id: "b")
+    map._core._checkInvariants()
+  }
+
+  // MARK: Removing with a tombstone
+
+  @Test func aDeleteOfAnEntityTheMapNeverHadLeavesATombstone() {
+    let logger = RecordingLogger()
+    let map = IdentityMap(logger: logger)
+    // The stream deletes a status the client never saw; the page in flight arrives after.
+    map.remove(Status.self, id: "9", tombstone: 20)
+    #expect(map._core.tombstones.count == 1)
+    let page = map.store([Status.post("9", "stale page", at: 10), Status.post("10", "new", at: 30)])
+    #expect(page.value.map(\.id) == ["10"], "the deleted status stays deleted")
+    #expect(map.find(Status.self, id: "9") == nil)
+    #expect(logger.staleWrites.map(\.stored) == [20])
+    // A newer edit brings it back, as after any removal.
+    let edited = map.store(Status.post("9", "edited", at: 10, edited: 21))
+    #expect(!edited.isRemoved)
+    withExtendedLifetime(page) {}
+    map._core._checkInvariants()
+  }
+
+  @Test func theTombstoneIsTheLargerOfTheGivenStampAndTheEntitys() {
+    let map = IdentityMap()
+    let newer = map.store(Author(id: 1, name: "A"), modifiedAt: 50)
+    map.remove(Author.self, id: 1, tombstone: 20)
+    #expect(newer.isRemoved)
+    #expect(map._core.registry.table(for: Author.self).tombstone(of: 1) == 50)
+    let older = map.store(Author(id: 2, name: "B"), modifiedAt: 5)
+    map.remove(Author.self, id: 2, tombstone: 20)
+    #expect(older.isRemoved)
+    #expect(map._core.registry.table(for: Author.self).tombstone(of: 2) == 20)
+    // An existing tombstone is raised, never lowered.
+    map.remove(Author.self, id: 2, tombstone: 10)
+    #expect(map._core.registry.table(for: Author.self).tombstone(of: 2) == 20)
+    map.remove(Author.self, id: 2, tombstone: 30)
+    #expect(map._core.registry.table(for: Author.self).tombstone(of: 2) == 30)
+    #expect(map.store(Author(id: 2, name: "replayed"), modifiedAt: 30).isRemoved)
+    withExtendedLifetime(map.store(Author(id: 2, name: "back"), modifiedAt: 31)) {
+      #expect(map.find(Author.self, id: 2)?.value.name == "back")
+    }
+    map._core._checkInvariants()
+  }
+
+  @Test func anInfiniteTombstoneRefusesEveryStampedWriteButNotAnUnstampedOne() {
+    let map = IdentityMap()
+    map.remove(Author.self, id: 1, tombstone: .infinity)
+    #expect(map.store(Author(id: 1, name: "far future"), modifiedAt: 1e300).isRemoved)
+    #expect(map.store(Author(id: 1, name: "infinite"), modifiedAt: .infinity).isRemoved)
+    #expect(map.store(Author(id: 1, name: "nan"), modifiedAt: .nan).isRemoved)
+    let unstamped = map.store(Author(id: 1, name: "unstamped"))
+    #expect(!unstamped.isRemoved && map.find(Author.self, id: 1)?.value.name == "unstamped")
+    map._core._checkInvariants()
+  }
+
+  @Test func aNaNTombstoneOrAPolicyOfNoneLeavesNone() {
+    let map = IdentityMap()
+    let author = map.store(Author(id: 1, name: "A"))
+    map.remove(Author.self, id: 1, tombstone: .nan)
+    #expect(author.isRemoved)
+    map.remove(Author.self, id: 2, tombstone: .nan)
+    #expect(map._core.tombstones.count == 0)
+    let none = IdentityMap(tombstones: .none)
+    none.remove(Author.self, id: 1, tombstone: 5)
+    #expect(none._core.tombstones.count == 0)
+    #expect(none.store(Author(id: 1, name: "replayed"), modifiedAt: 5).value.name == "replayed")
+  }
+
+  @Test func inATransactionARollbackTakesTheTombstoneBack() throws {
+    struct Thrown: Error {}
+    let map = IdentityMap()
+    let held = map.store(Author(id: 1, name: "A"), modifiedAt: 5)
+    #expect(throws: Thrown.self) {
+      try map.transaction { transaction in
+        transaction.remove(Author.self, id: 1, tombstone: 9)
+        transaction.remove(Author.self, id: 2, tombstone: 9)
+        // The transaction sees its own tombstones.
+        #expect(transaction.store(Author(id: 2, name: "refused"), modifiedAt: 8).isRemoved)
+        throw Thrown()
+      }
+    }
+    #expect(!held.isRemoved && held.value.name == "A")
+    #expect(map._core.tombstones.count == 0)
+    #expect(map.store(Author(id: 2, name: "kept"), modifiedAt: 8).value.name == "kept")
+    map.transaction { $0.remove(Author.self, id: 1, tombstone: 9) }
+    #expect(held.isRemoved)
+    #expect(map._core.registry.table(for: Author.self).tombstone(of: 1) == 9)
+    map._core._checkInvariants()
+  }
+}
+
 /// A seeded run against a model of the tombstones: the newest `limit` stamps of removed
 /// entities, oldest forgotten first, made and dropped at once inside transactions and put back
 /// by their rollbacks, nested and thrown at every level.
