@@ -101,17 +101,8 @@ public final class SQLiteStore: PersistentStore, @unchecked Sendable {
   /// - Throws: ``Error`` with kind ``Error/Kind/cannotOpen`` when the path cannot be opened or
   ///   created, ``Error/Kind/notADatabase`` when the file is not an SQLite database, and
   ///   ``Error/Kind/newerSchema`` when a newer version of this library wrote it.
-  public convenience init(path: String) throws {
-    try self.init(path: path, abortingAfter: nil)
-  }
-
-  /// For the crash tests: a store that kills the process in the middle of a transaction, after
-  /// it has written `abortingAfter` changes.
-  let abortingAfter: Int?
-
-  init(path: String, abortingAfter: Int?) throws {
+  public init(path: String) throws {
     self.path = path
-    self.abortingAfter = abortingAfter
     writer = try _Connection(path: path, create: true)
     try Self.prepareSchema(writer, path: path)
     reader = try _Connection(path: path, create: false)
@@ -224,12 +215,7 @@ public final class SQLiteStore: PersistentStore, @unchecked Sendable {
     guard !changes.isEmpty else { return }
     try writer.withLock {
       try writer.transaction {
-        for (index, change) in changes.enumerated() {
-          if index == abortingAfter {
-            fatalError("SQLiteStore: killed mid-transaction, as the test asked")
-          }
-          try apply(change)
-        }
+        for change in changes { try apply(change) }
       }
     }
   }

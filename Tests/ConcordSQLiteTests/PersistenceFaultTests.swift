@@ -22,12 +22,13 @@ struct PersistenceFaultTests {
     let result = await #expect(
       processExitsWith: .failure, observing: [\.standardErrorContent]
     ) { [path = path as String] in
-      let store = try SQLiteStore(path: path, abortingAfter: 600)
+      let store = try SQLiteStore(path: path)
+      killMidTransaction(afterCommits: 1, on: store)
       let map = IdentityMap(persistence: store)
       map.persist(Note.self)
       _ = map.store((0..<100).map { Note(id: "n\($0)", text: "before") })
       try map.flush()
-      // One commit of 1,000 changes; the store dies after writing 600 of them.
+      // One commit of 1,000 changes; the process dies a few thousand SQLite steps into it.
       _ = map.store((0..<1_000).map { Note(id: "n\($0)", text: "during") })
       try map.flush()
     }
@@ -136,6 +137,41 @@ struct PersistenceFaultTests {
     }
     #expect(store.rows.value.count == 1)
     #expect(throws: Never.self) { try map.flush() }
+  }
+}
+
+/// How many commits the store's writer makes before `killMidTransaction(afterCommits:on:)`
+/// starts counting down to the kill, and how many progress calls it then lets pass. NB:
+/// globals, since SQLite's hooks are C functions that capture nothing; they are only set in the
+/// child process of an exit test.
+nonisolated(unsafe) private var commitsBeforeKill = 0
+nonisolated(unsafe) private var progressBeforeKill = 0
+
+/// Makes `store` stop the process in the middle of the transaction that follows its writer's
+/// first `commits` commits, a few thousand SQLite instructions into it: the crash tests' kill
+/// point, set from outside the store through SQLite's commit and progress hooks, so that the
+/// shipping store has no such seam.
+func killMidTransaction(afterCommits commits: Int, on store: SQLiteStore) {
+  commitsBeforeKill = commits
+  progressBeforeKill = 50
+  store.writer.withLock {
+    _ = sqlite3_commit_hook(
+      store.writer.handle,
+      { _ in
+        commitsBeforeKill -= 1
+        return 0
+      }, nil)
+    sqlite3_progress_handler(
+      store.writer.handle, 100,
+      { _ in
+        guard commitsBeforeKill <= 0 else { return 0 }
+        progressBeforeKill -= 1
+        if progressBeforeKill == 0 {
+          FileHandle.standardError.write(Data("killed mid-transaction\n".utf8))
+          abort()
+        }
+        return 0
+      }, nil)
   }
 }
 

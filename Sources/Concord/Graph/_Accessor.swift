@@ -64,7 +64,7 @@ final class _Accessor<Root>: Sendable {
   /// removes the parent.
   @inlinable
   func ruled(by rule: RemovalRule) -> _Accessor {
-    guard rule == .removeParent, !requiresChild else { return self }
+    guard rule.removesParent, !requiresChild else { return self }
     return _Accessor(
       forEachChild: forEachChild, probe: probe, missing: missing, fill: fill, holds: holds,
       remove: remove, removeAll: removeAll, align: align, removesParent: true)

@@ -564,8 +564,9 @@ extension _Pass {
   ///   skipped aggregates nest), which their expansion would have cost anyway.
   @usableFromInline
   func skippedNestAClaimedNode() -> Bool {
-    // NB: a node nested in a stored aggregate has a parent; most walks end here.
-    guard
+    // NB: a page fetched again, all of it as stored, has no other claim than its root's; and a
+    // node nested in a stored aggregate has a parent. Most walks end here.
+    guard claims.count > buffers.skipped.count + 1,
       claims.indices.dropFirst().contains(where: {
         claims[$0].verdict != .identical && claims[$0].node.hasParents
       })

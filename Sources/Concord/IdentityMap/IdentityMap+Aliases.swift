@@ -48,38 +48,6 @@ extension IdentityMap {
       })
   }
 
-  /// Stores an aggregate and makes it the value of an alias. See
-  /// `store(_:named:modifiedAt:)`.
-  @inlinable @discardableResult
-  public func store<T: Aggregate>(_ aggregate: T, named key: AliasKey<T>, modifiedAt: Stamp? = nil)
-    -> EntityObserver<T?>
-  {
-    _observer(
-      _core.write {
-        _core.prepareAlias(key._id, T.self, list: false)
-        return _core.holdForHandle(
-          _core.setAlias(
-            key._id, to: aggregate, witness: _core.registry.table(for: T.self).aliasWitness,
-            stamp: modifiedAt))
-      })
-  }
-
-  /// Stores aggregates and makes them the value of a collection alias.
-  @inlinable @discardableResult
-  public func store<T: Aggregate>(
-    _ aggregates: [T], named key: AliasKey<[T]>, modifiedAt: Stamp? = nil
-  ) -> EntityObserver<[T]?> {
-    _observer(
-      _core.write {
-        _core.prepareAlias(key._id, T.self, list: true)
-        return _core.holdForHandle(
-          _core.setAlias(
-            key._id, to: aggregates,
-            witness: _core.registry.table(for: T.self).collectionAliasWitness,
-            stamp: modifiedAt))
-      })
-  }
-
   /// A handle on an alias, set or not.
   ///
   /// Its value is `nil` until the alias is set, and it is notified when it is set later.

@@ -40,7 +40,8 @@ extension IdentityMap {
   /// body), `find` and handles show the values underneath.
   ///
   /// A pending layer holds the entities it wrote. Dropping the layer while it is pending rolls
-  /// it back.
+  /// it back, so keep it until the server answers: the result is not discardable, and a bare
+  /// `map.optimistic { … }`, which would undo itself at once, draws a compiler warning.
   ///
   /// - Parameter body: The layer's writes. If it throws, nothing is applied and no layer is made.
   /// - Returns: The layer.
@@ -48,7 +49,6 @@ extension IdentityMap {
   /// - Complexity: While any layer is pending, each write from outside also lowers and raises
   ///   every shadowed entity: O(shadowed entities) more work per write. With none pending,
   ///   writes cost what they did.
-  @discardableResult
   public func optimistic(_ body: (IdentityMap.Transaction) throws -> Void) rethrows
     -> OptimisticLayer
   {

@@ -65,6 +65,10 @@ public final class IdentityMap: Sendable {
   /// value. A write stamped no newer than the stored stamp is discarded, and the handle shows
   /// the stored value; see ``Stamp``.
   ///
+  /// An ``Aggregate`` is stored with every entity nested in it, each on its own, with the same
+  /// stamp (or its own, when it is ``Stamped``): one whose stored stamp is newer keeps its value,
+  /// and the aggregate shows that value.
+  ///
   /// The entity stays in the map while the handle, or something else, holds it:
   /// `_ = map.store(x)` keeps nothing.
   ///
@@ -73,7 +77,7 @@ public final class IdentityMap: Sendable {
   /// ```
   ///
   /// - Complexity: O(1) for an entity without nested entities, plus O(parents touched) when
-  ///   the value changed.
+  ///   the value changed; O(nested entities + parents touched) for an aggregate.
   @inlinable @inline(__always) @discardableResult
   public func store<T: Identifiable & Sendable>(_ entity: T, modifiedAt: Stamp? = nil)
     -> EntityObserver<T>
@@ -83,26 +87,13 @@ public final class IdentityMap: Sendable {
     )
   }
 
-  /// Inserts or replaces an aggregate and every entity nested in it, and returns a handle.
-  ///
-  /// Each nested entity is stored on its own with the same stamp; one whose stored stamp is
-  /// newer keeps its value, and the aggregate shows that value. See ``Aggregate``.
-  ///
-  /// - Complexity: O(nested entities + parents touched).
-  @inlinable @discardableResult
-  public func store<T: Aggregate>(_ aggregate: T, modifiedAt: Stamp? = nil) -> EntityObserver<T> {
-    _observer(
-      _core.write {
-        _core.store(aggregate, stamp: modifiedAt, held: true) { _core.holdForHandle($0) }
-      })
-  }
-
   /// Stores each entity and returns one handle following all of them.
   ///
   /// The handle's value is the array in the order given, each element showing its entity's
   /// current value; it changes when any of them changes, and drops an element that is removed.
   /// When an id appears more than once, the last occurrence is the one stored, and every
-  /// position holding that id shows it.
+  /// position holding that id shows it. Aggregates are stored with their nested entities, as
+  /// by `store(_:modifiedAt:)`.
   ///
   /// - Complexity: O(*n*) for *n* entities, plus their parents touched.
   @inlinable @discardableResult
@@ -110,15 +101,6 @@ public final class IdentityMap: Sendable {
     -> EntityObserver<[T]>
   {
     _observer(_core.write { _core.holdForHandle(_core.storeList(entities, stamp: modifiedAt)) })
-  }
-
-  /// Stores each aggregate and its nested entities, and returns one handle following all of
-  /// them. See `store(_:modifiedAt:)`.
-  @inlinable @discardableResult
-  public func store<T: Aggregate>(_ aggregates: [T], modifiedAt: Stamp? = nil) -> EntityObserver<
-    [T]
-  > {
-    _observer(_core.write { _core.holdForHandle(_core.storeList(aggregates, stamp: modifiedAt)) })
   }
 
   // MARK: Finding

@@ -20,12 +20,24 @@
 /// The aggregate is removed in the same write, and is told like any removal: its handles report
 /// `isRemoved`, and its own parents follow their rules in turn. A cascade that comes back to an
 /// entity already removed stops there, so each entity is removed once, even around a cycle.
-public enum RemovalRule: Sendable, Hashable {
+///
+/// A struct with static members rather than an enum, so that a later version can add rules
+/// without breaking a `switch`; compare rules with `==`.
+public struct RemovalRule: Sendable, Hashable {
+  /// Whether the aggregate goes with the entity, whatever the property's shape.
+  @usableFromInline let removesParent: Bool
+
+  @usableFromInline
+  init(removesParent: Bool) {
+    self.removesParent = removesParent
+  }
+
   /// The rule of the property's shape: an optional becomes `nil`, a collection drops the
   /// element, and a non-optional entity removes the aggregate.
-  case `default`
+  public static var `default`: RemovalRule { RemovalRule(removesParent: false) }
+
   /// The aggregate is removed with the entity, whatever the shape of the property.
-  case removeParent
+  public static var removeParent: RemovalRule { RemovalRule(removesParent: true) }
 }
 
 extension NestedEntity {

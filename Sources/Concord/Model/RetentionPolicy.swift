@@ -29,9 +29,10 @@ public struct RetentionPolicy: Sendable, Hashable {
   ///   their turn if nothing else holds them.
   /// - `remove` and `removeAll` take out of the buffer what they remove.
   ///
+  /// A count of zero or less is ``none``, as for ``TombstonePolicy/keepNewest(_:)``.
+  ///
   /// - Complexity: O(1) amortized per release, find and eviction.
   public static func keepReleased(_ count: Int) -> RetentionPolicy {
-    precondition(count >= 0, "Concord: keepReleased needs a count of zero or more, not \(count)")
-    return RetentionPolicy(capacity: count)
+    RetentionPolicy(capacity: max(count, 0))
   }
 }

@@ -21,20 +21,26 @@
 /// - ``IdentityMap/removeAll()`` and ``IdentityMap/reset()`` forget every tombstone.
 /// - The tombstones of a persisted type are kept by the store, as records with no payload (see
 ///   ``PersistentRecord/isTombstone``), so they survive restarts.
-public enum TombstonePolicy: Sendable, Hashable {
+///
+/// A struct with static members rather than an enum, as ``RetentionPolicy`` is, so that a later
+/// version can add policies without breaking a `switch`; compare policies with `==`.
+public struct TombstonePolicy: Sendable, Hashable {
+  /// How many tombstones the policy keeps: 0 for none.
+  @usableFromInline let limit: Int
+
+  @usableFromInline
+  init(limit: Int) {
+    self.limit = limit
+  }
+
   /// Removed entities leave nothing behind: a replayed write brings them back.
-  case none
+  public static var none: TombstonePolicy { TombstonePolicy(limit: 0) }
+
   /// The newest `count` tombstones are kept; a count of zero or less is ``none``.
-  case keepNewest(Int)
+  public static func keepNewest(_ count: Int) -> TombstonePolicy {
+    TombstonePolicy(limit: max(count, 0))
+  }
 
   /// The default: the newest 10,000 tombstones.
   public static var `default`: TombstonePolicy { .keepNewest(10_000) }
-
-  /// How many tombstones the policy keeps: 0 for none.
-  var limit: Int {
-    switch self {
-    case .none: 0
-    case .keepNewest(let count): max(count, 0)
-    }
-  }
 }

@@ -7,6 +7,17 @@ import Testing
 
 @Suite("Retention: released entities can stay cached")
 struct RetentionTests {
+  @Test func aCountOfZeroOrLessKeepsNothingAsTombstonePoliciesDo() {
+    #expect(RetentionPolicy.keepReleased(-3) == .none)
+    #expect(RetentionPolicy.keepReleased(0) == .none)
+    #expect(TombstonePolicy.keepNewest(-3) == .none)
+    #expect(TombstonePolicy.keepNewest(0) == .none)
+    #expect(TombstonePolicy.default == .keepNewest(10_000))
+    let map = IdentityMap(retention: .keepReleased(-1))
+    map.store(Author(id: 1, name: "released"))
+    #expect(map.find(Author.self, id: 1) == nil)
+  }
+
   @Test func noneReleasesAtOnce() {
     let map = IdentityMap(retention: .none)
     _ = map.store(Author(id: 1, name: "A"))

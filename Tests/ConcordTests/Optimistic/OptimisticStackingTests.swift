@@ -86,7 +86,7 @@ struct OptimisticStackingTests {
     await #expect(processExitsWith: .failure) {
       let map = IdentityMap()
       map.transaction { _ in
-        map.optimistic { $0.store(Counter(id: 1, value: 1)) }
+        _ = map.optimistic { $0.store(Counter(id: 1, value: 1)) }
       }
     }
   }
