@@ -309,6 +309,97 @@ struct PersistenceModelTests {
   }
 }
 
+/// What a seeded run with loads parked in the store shares with the thread that writes while
+/// a load is parked: touched by one thread at a time, the writer's while the test waits.
+private final class ParkedRun: @unchecked Sendable {
+  var model = PersistenceModelTests.Model()
+  var generator: SeededGenerator
+  var clock = 0.0
+
+  init(seed: UInt64) {
+    generator = SeededGenerator(seed: seed &* 0x9E37_79B9)
+  }
+}
+
+extension PersistenceModelTests {
+  @Test(
+    "Loads parked in the store while another thread writes and reads: what they admit agrees",
+    arguments: [7, 8, 9])
+  func randomRunWithLoadsParkedInTheStore(seed: UInt64) throws {
+    let directory = TemporaryDirectory()
+    let run = ParkedRun(seed: seed)
+    var (map, store) = try ReadsOffTheLockTests.launchGated(directory.database)
+    let held = Locked<[Any]>([])
+    let steps = max(100, randomSteps(share: 400))
+    for step in 0..<steps {
+      let issueID = Int.random(in: 0..<8, using: &run.generator)
+      let userID = Int.random(in: 0..<6, using: &run.generator)
+      // One write of the random run, as the model says it.
+      @Sendable func write(_ map: IdentityMap, _ run: ParkedRun, step: Int) {
+        let userID = Int.random(in: 0..<6, using: &run.generator)
+        let issueID = Int.random(in: 0..<8, using: &run.generator)
+        switch Int.random(in: 0..<5, using: &run.generator) {
+        case 0:
+          let user = User(
+            id: userID, login: "login\(step)", name: "name\(step)",
+            updatedAt: Model.randomStamp(&run.clock, using: &run.generator))
+          map.store(user)
+          run.model.write(user)
+        case 1, 2:
+          let stamp = Model.randomStamp(&run.clock, using: &run.generator) ?? run.clock
+          let issue = Model.randomIssue(
+            issueID, userID: userID, step: step, stamp: stamp, using: &run.generator)
+          map.store(issue)
+          run.model.write(issue)
+        case 3:
+          map.remove(Issue.self, id: issueID)
+          run.model.removeIssue(issueID)
+        default:
+          map.remove(User.self, id: userID)
+          run.model.removeUser(userID)
+        }
+      }
+      switch Int.random(in: 0..<10, using: &run.generator) {
+      case 0..<4:
+        write(map, run, step: step)
+      case 4..<8:
+        // A load parked in the store, while another thread writes and reads.
+        let map = map
+        let load: @Sendable () -> Void
+        switch Int.random(in: 0..<4, using: &run.generator) {
+        case 0:
+          load = { held.withValue { $0.append(map.find(Issue.self, id: issueID) as Any) } }
+        case 1:
+          load = { held.withValue { $0.append(map.query(Issue.self) as Any) } }
+        case 2:
+          load = { _ = map.parents(of: User.self, id: userID) }
+        default:
+          load = { held.withValue { $0.append(map.find(User.self, id: userID) as Any) } }
+        }
+        // NB: one write at most: an issue only in the store whose user is removed goes when
+        // it is next read (see `Model.removeUser(_:)`), which the check after each step does;
+        // a second write could bring the user back before that.
+        let writes = Int.random(in: 0...1, using: &run.generator)
+        ReadsOffTheLockTests.whileParked(
+          store, load,
+          meanwhile: {
+            for index in 0..<writes { write(map, run, step: step * 10 + index) }
+            _ = map.find(User.self, id: userID)
+          })
+      case 8:
+        try map.flush()
+      default:
+        // A restart, so that loads find the store again.
+        try map.flush()
+        held.withValue { $0.removeAll() }
+        (map, store) = try ReadsOffTheLockTests.launchGated(directory.database)
+      }
+      if held.value.count > 6 { held.withValue { $0.removeFirst() } }
+      run.model.check(map, "seed \(seed), step \(step)")
+    }
+  }
+}
+
 /// An `SQLiteStore` whose reads of entities and aliases, and whose writes, fail at random, one
 /// call in five, while `faults` is on.
 final class FaultyStore: PersistentStore {

@@ -276,6 +276,13 @@ package final class ReadWriteLock: @unchecked Sendable {
     giveBackOwned()
   }
 
+  /// Whether the calling thread holds the lock exclusively. Read without taking it: only the
+  /// calling thread can make it true or false.
+  @inlinable
+  package var isHeldByCurrentThread: Bool {
+    _concord_load_relaxed_word(owner) == _concord_thread_index() + 1
+  }
+
   /// Runs `body` while holding the lock exclusively.
   @inlinable
   package func withLock<R>(_ body: () throws -> R) rethrows -> R {

@@ -10,9 +10,9 @@ final class _Accessor<Root>: Sendable {
   /// Hands each child entity in `root` to the pass's walk (`_Pass.visit`), in order, with
   /// its position: 0 for a single or optional entity, the offset in the collection otherwise.
   @usableFromInline let forEachChild: @Sendable (Root, _Pass) -> Void
-  /// Lists the loads of the persisted entities nested in `root`, at any depth, that are not in
-  /// memory (`_MapCore.probe`).
-  @usableFromInline let probe: @Sendable (Root, _MapCore, inout [(_MapCore) -> Void]) -> Void
+  /// Hands each child entity in `root` to `visitor`, in order: a walk of the entities a value
+  /// nests that needs neither the pass nor the map's lock (see `_NestedVisitor`).
+  @usableFromInline let visit: @Sendable (Root, _NestedVisitor) -> Void
   /// The positions of the persisted entities nested at this key path in `root` that are not
   /// in memory (`_MapCore.isMissing`): once the probe's loads are done, ones that were removed.
   @usableFromInline let missing: @Sendable (Root, _MapCore) -> [Int]
@@ -40,7 +40,7 @@ final class _Accessor<Root>: Sendable {
   @usableFromInline
   init(
     forEachChild: @escaping @Sendable (Root, _Pass) -> Void,
-    probe: @escaping @Sendable (Root, _MapCore, inout [(_MapCore) -> Void]) -> Void,
+    visit: @escaping @Sendable (Root, _NestedVisitor) -> Void,
     missing: @escaping @Sendable (Root, _MapCore) -> [Int],
     fill: @escaping @Sendable (_AnyNode, Int, inout Root, _Materializer?) -> Void,
     holds: @escaping @Sendable (_AnyNode, Int, inout Root) -> Bool,
@@ -50,7 +50,7 @@ final class _Accessor<Root>: Sendable {
     removesParent: Bool = false
   ) {
     self.forEachChild = forEachChild
-    self.probe = probe
+    self.visit = visit
     self.missing = missing
     self.fill = fill
     self.holds = holds
@@ -66,7 +66,7 @@ final class _Accessor<Root>: Sendable {
   func ruled(by rule: RemovalRule) -> _Accessor {
     guard rule.removesParent, !requiresChild else { return self }
     return _Accessor(
-      forEachChild: forEachChild, probe: probe, missing: missing, fill: fill, holds: holds,
+      forEachChild: forEachChild, visit: visit, missing: missing, fill: fill, holds: holds,
       remove: remove, removeAll: removeAll, align: align, removesParent: true)
   }
 
@@ -86,7 +86,7 @@ extension _Accessor {
     let field = _Field(keyPath)
     return _Accessor(
       forEachChild: { root, pass in pass.visit(field.get(root), position: 0) },
-      probe: { root, core, loads in core.probe(field.get(root), into: &loads) },
+      visit: { root, visitor in visitor.visit(field.get(root)) },
       missing: { root, core in core.isMissing(field.get(root)) ? [0] : [] },
       fill: { child, _, root, materializer in
         field.assign(&root, _Node<C>._value(of: child, materializer))
@@ -114,8 +114,8 @@ extension _Accessor {
       forEachChild: { root, pass in
         if let child = field.get(root) { pass.visit(child, position: 0) }
       },
-      probe: { root, core, loads in
-        if let child = field.get(root) { core.probe(child, into: &loads) }
+      visit: { root, visitor in
+        if let child = field.get(root) { visitor.visit(child) }
       },
       missing: { root, core in
         guard let child = field.get(root), core.isMissing(child) else { return [] }
@@ -147,8 +147,8 @@ extension _Accessor {
     let field = _Field(keyPath)
     return _Accessor(
       forEachChild: { root, pass in pass.visitAll(field.get(root)) },
-      probe: { root, core, loads in
-        for child in field.get(root) { core.probe(child, into: &loads) }
+      visit: { root, visitor in
+        for child in field.get(root) { visitor.visit(child) }
       },
       missing: { root, core in
         field.get(root).enumerated().compactMap { core.isMissing($1) ? $0 : nil }
@@ -183,8 +183,8 @@ extension _Accessor {
       forEachChild: { root, pass in
         if let children = field.get(root) { pass.visitAll(children) }
       },
-      probe: { root, core, loads in
-        for child in field.get(root) ?? C() { core.probe(child, into: &loads) }
+      visit: { root, visitor in
+        for child in field.get(root) ?? C() { visitor.visit(child) }
       },
       missing: { root, core in
         (field.get(root) ?? C()).enumerated().compactMap { core.isMissing($1) ? $0 : nil }
@@ -303,5 +303,25 @@ extension Collection where Element: Sendable {
         && _Node<Element>._holdsValue(
           of: child, at: elements.baseAddress.unsafelyUnwrapped + offset)
     } ?? false
+  }
+}
+
+/// What walks the entities a value nests, through its schema's accessors (`_Accessor.visit`),
+/// without the pass: a subclass overrides `visit(_:)`, and recurses with `visitNested(in:)`.
+///
+/// NB: a class with a generic method, rather than a closure, so that each accessor hands it
+/// its child with the child's type, which a closure cannot take.
+@usableFromInline
+class _NestedVisitor {
+  @usableFromInline init() {}
+
+  /// Called with each child entity met.
+  @usableFromInline
+  func visit<C: Identifiable & Sendable>(_ child: C) {}
+
+  /// Visits the entities `value` nests (its direct children), through `schema`, its type's.
+  @inlinable
+  final func visitNested<V>(in value: V, schema: _Schema<V>) {
+    for accessor in schema.accessors { accessor.visit(value, self) }
   }
 }

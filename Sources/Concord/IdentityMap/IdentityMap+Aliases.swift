@@ -18,13 +18,18 @@ extension IdentityMap {
     _ entity: T, named key: AliasKey<T>, modifiedAt: Stamp? = nil
   ) -> EntityObserver<T?> {
     _observer(
-      _core.write {
-        _core.prepareAlias(key._id, T.self, list: false)
-        return _core.holdForHandle(
-          _core.setAlias(
-            key._id, to: entity, witness: _core.registry.table(for: T.self).aliasWitness,
-            stamp: modifiedAt))
-      })
+      _core.writeReading(
+        reading: { prefetch in
+          _core.want(alias: key._id, of: T.self, in: prefetch)
+          _core.want(entity, in: prefetch)
+        },
+        write: {
+          _core.prepareAlias(key._id, T.self, list: false)
+          return _core.holdForHandle(
+            _core.setAlias(
+              key._id, to: entity, witness: _core.registry.table(for: T.self).aliasWitness,
+              stamp: modifiedAt))
+        }))
   }
 
   /// Stores entities and makes them the value of a collection alias.
@@ -38,14 +43,19 @@ extension IdentityMap {
     _ entities: [T], named key: AliasKey<[T]>, modifiedAt: Stamp? = nil
   ) -> EntityObserver<[T]?> {
     _observer(
-      _core.write {
-        _core.prepareAlias(key._id, T.self, list: true)
-        return _core.holdForHandle(
-          _core.setAlias(
-            key._id, to: entities,
-            witness: _core.registry.table(for: T.self).collectionAliasWitness,
-            stamp: modifiedAt))
-      })
+      _core.writeReading(
+        reading: { prefetch in
+          _core.want(alias: key._id, of: T.self, in: prefetch)
+          for entity in entities { _core.want(entity, in: prefetch) }
+        },
+        write: {
+          _core.prepareAlias(key._id, T.self, list: true)
+          return _core.holdForHandle(
+            _core.setAlias(
+              key._id, to: entities,
+              witness: _core.registry.table(for: T.self).collectionAliasWitness,
+              stamp: modifiedAt))
+        }))
   }
 
   /// A handle on an alias, set or not.
@@ -60,10 +70,12 @@ extension IdentityMap {
   public func find<T: Identifiable & Sendable>(named key: AliasKey<T>) -> EntityObserver<T?> {
     if _core.persistence != nil {
       return _observer(
-        _core.write {
-          _core.prepareAlias(key._id, T.self, list: false)
-          return _core.holdForHandle(_core.registry.aliasSlot(key._id, of: T.self))
-        })
+        _core.writeReading(
+          reading: { prefetch in _core.want(alias: key._id, of: T.self, in: prefetch) },
+          write: {
+            _core.prepareAlias(key._id, T.self, list: false)
+            return _core.holdForHandle(_core.registry.aliasSlot(key._id, of: T.self))
+          }))
     }
     return _observer(
       _core.read { _core.holdForHandle(_core.registry.aliasSlot(key._id, of: T.self)) })
@@ -74,10 +86,12 @@ extension IdentityMap {
   public func find<T: Identifiable & Sendable>(named key: AliasKey<[T]>) -> EntityObserver<[T]?> {
     if _core.persistence != nil {
       return _observer(
-        _core.write {
-          _core.prepareAlias(key._id, T.self, list: true)
-          return _core.holdForHandle(_core.registry.collectionAliasSlot(key._id, of: T.self))
-        })
+        _core.writeReading(
+          reading: { prefetch in _core.want(alias: key._id, of: T.self, in: prefetch) },
+          write: {
+            _core.prepareAlias(key._id, T.self, list: true)
+            return _core.holdForHandle(_core.registry.collectionAliasSlot(key._id, of: T.self))
+          }))
     }
     return _observer(
       _core.read {
@@ -97,10 +111,12 @@ extension IdentityMap {
   public func update<T: Identifiable & Sendable>(
     named key: AliasKey<T>, modifiedAt: Stamp? = nil, _ body: (inout T) -> Void
   ) -> Bool {
-    _core.write {
-      _core.prepareAlias(key._id, T.self, list: false)
-      return _core.updateAlias(key._id, stamp: modifiedAt, body)
-    }
+    _core.writeReading(
+      reading: { prefetch in _core.want(alias: key._id, of: T.self, in: prefetch) },
+      write: {
+        _core.prepareAlias(key._id, T.self, list: false)
+        return _core.updateAlias(key._id, stamp: modifiedAt, body)
+      })
   }
 
   /// Reads, modifies and writes back the entities of a collection alias, atomically.
@@ -113,10 +129,12 @@ extension IdentityMap {
   public func update<T: Identifiable & Sendable>(
     named key: AliasKey<[T]>, modifiedAt: Stamp? = nil, _ body: (inout [T]) -> Void
   ) -> Bool {
-    _core.write {
-      _core.prepareAlias(key._id, T.self, list: true)
-      return _core.updateAlias(key._id, stamp: modifiedAt, body)
-    }
+    _core.writeReading(
+      reading: { prefetch in _core.want(alias: key._id, of: T.self, in: prefetch) },
+      write: {
+        _core.prepareAlias(key._id, T.self, list: true)
+        return _core.updateAlias(key._id, stamp: modifiedAt, body)
+      })
   }
 
   /// Empties an alias: its handles see `nil`, and what it held is released if nothing else

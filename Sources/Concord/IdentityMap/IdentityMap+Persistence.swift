@@ -132,11 +132,11 @@ extension IdentityMap {
     }
     _core.checkOutsideWrites("restore(from:)")
     try persistence.flush {
-      try _core.write {
-        try persistence.applyPending()
-        try persistence.store.restore(from: path)
-        _core.reloadPersisted()
-      }
+      // NB: on the writer, which applies nothing else meanwhile; the map's lock is held only
+      // to admit what was read (see `_MapCore+Restore.swift`).
+      try persistence.applyPending()
+      try persistence.store.restore(from: path)
+      _core.reloadPersistedReading()
     }
   }
 

@@ -47,7 +47,9 @@ extension IdentityMap {
     sortedBy areInIncreasingOrder: (@Sendable (T, T) -> Bool)? = nil
   ) -> EntityObserver<[T]> {
     _observer(
-      _core.write { _core.openQuery(T.self, filter: filter, sortedBy: areInIncreasingOrder) })
+      _core.openReading(T.self) {
+        _core.openQuery(T.self, filter: filter, sortedBy: areInIncreasingOrder)
+      })
   }
 
   /// A live list of the stored entities of `type` whose `keyPath` equals `value`, in `sortedBy`
@@ -82,7 +84,7 @@ extension IdentityMap {
     sortedBy areInIncreasingOrder: (@Sendable (T, T) -> Bool)? = nil
   ) -> EntityObserver<[T]> {
     _observer(
-      _core.write {
+      _core.openReading(T.self) {
         _core.openIndexedQuery(
           T.self, keyPath: keyPath, key: value, sortedBy: areInIncreasingOrder)
       })

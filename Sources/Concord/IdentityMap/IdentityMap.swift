@@ -83,8 +83,11 @@ public final class IdentityMap: Sendable {
     -> EntityObserver<T>
   {
     _observer(
-      _core.write { _core.store(entity, stamp: modifiedAt, held: true) { _core.holdForHandle($0) } }
-    )
+      _core.writeReading(
+        reading: { prefetch in _core.want(entity, in: prefetch) },
+        write: {
+          _core.store(entity, stamp: modifiedAt, held: true) { _core.holdForHandle($0) }
+        }))
   }
 
   /// Stores each entity and returns one handle following all of them.
@@ -100,7 +103,14 @@ public final class IdentityMap: Sendable {
   public func store<T: Identifiable & Sendable>(_ entities: [T], modifiedAt: Stamp? = nil)
     -> EntityObserver<[T]>
   {
-    _observer(_core.write { _core.holdForHandle(_core.storeList(entities, stamp: modifiedAt)) })
+    _observer(
+      _core.writeReading(
+        reading: { prefetch in
+          for entity in entities { _core.want(entity, in: prefetch) }
+        },
+        write: {
+          _core.holdForHandle(_core.storeList(entities, stamp: modifiedAt))
+        }))
   }
 
   // MARK: Finding
@@ -150,7 +160,11 @@ public final class IdentityMap: Sendable {
   public func update<T: Identifiable & Sendable>(
     _ type: T.Type, id: T.ID, modifiedAt: Stamp? = nil, _ body: (inout T) -> Void
   ) -> Bool {
-    _core.write { _core.update(T.self, id: id, stamp: modifiedAt, body) }
+    _core.writeReading(
+      reading: { prefetch in _core.want(T.self, id: id, in: prefetch) },
+      write: {
+        _core.update(T.self, id: id, stamp: modifiedAt, body)
+      })
   }
 
   // MARK: Removing
@@ -165,7 +179,11 @@ public final class IdentityMap: Sendable {
   /// - Complexity: O(the entity's links + ancestors touched).
   @inlinable
   public func remove<T: Identifiable & Sendable>(_ type: T.Type, id: T.ID) {
-    _core.write { _core.remove(T.self, id: id) }
+    _core.writeReading(
+      reading: { prefetch in _core.want(T.self, id: id, in: prefetch) },
+      write: {
+        _core.remove(T.self, id: id)
+      })
   }
 
   /// Removes an entity, if the map has it, and leaves a tombstone stamped `tombstone` whether
@@ -190,7 +208,11 @@ public final class IdentityMap: Sendable {
   /// - Complexity: O(the entity's links + ancestors touched).
   @inlinable
   public func remove<T: Identifiable & Sendable>(_ type: T.Type, id: T.ID, tombstone: Stamp) {
-    _core.write { _core.remove(T.self, id: id, tombstone: tombstone) }
+    _core.writeReading(
+      reading: { prefetch in _core.want(T.self, id: id, in: prefetch) },
+      write: {
+        _core.remove(T.self, id: id, tombstone: tombstone)
+      })
   }
 
   /// The aggregates that nest the entity `id` of `type` now, each once, in no particular order:
@@ -211,7 +233,7 @@ public final class IdentityMap: Sendable {
   public func parents<T: Identifiable & Sendable>(of type: T.Type, id: T.ID)
     -> [EntityReference]
   {
-    _core.write { _core.parents(of: T.self, id: id) }
+    _core.parentsReading(of: T.self, id: id)
   }
 
   /// Removes every entity, as `remove` does one by one, and every alias.

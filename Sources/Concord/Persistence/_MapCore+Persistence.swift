@@ -46,6 +46,14 @@ class _AnyPersisted: @unchecked Sendable {
   func checkLayers(inFlight _: Int) -> String? { nil }
   /// Forgets the entities the write could not read: it ended.
   func forgetUnreadable() {}
+  /// Notes as touched the entities of the changes not yet applied, and all of them when a
+  /// layer deletes the whole kind (`wiped`): a prefetch starts reading the type. See
+  /// `_Prefetch.swift`.
+  func touchUnapplied(wiped: Bool) {}
+  /// Notes that every entity of the type may have changed in the store.
+  func touchAll() {}
+  /// Forgets what changed: no prefetch is outstanding any more.
+  func forgetTouched() {}
 }
 
 /// How the map persists entity type `T`, made by ``IdentityMap/persist(_:as:)`` where `T` is
@@ -90,6 +98,14 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
   /// The positions of the rows of each layer in flight that did not encode, kept until the
   /// layer is applied. Only on the writer.
   private var unencodable: [[Int]] = []
+  /// The entities that changed for the store while a prefetch was outstanding, and whether
+  /// all of them may have (a deletion of the whole kind); see `_Prefetch.swift`.
+  #if DEBUG
+    @usableFromInline var touched: Set<T.ID> = []
+  #else
+    @exclusivity(unchecked) @usableFromInline var touched: Set<T.ID> = []
+  #endif
+  @usableFromInline var touchesAll = false
   /// The entities the write under way could not read from the store: every write of them is
   /// refused until the write ends (see `_Verdict.unreadable`); the next write reads again.
   #if DEBUG
@@ -130,6 +146,7 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
   func stage(_ row: _Row<T>) {
     if !persistence.current.isEmpty { persistence.handOverCurrent() }
     open.append(row)
+    touch(row.id)
     persistence.hasOpen = true
   }
 
@@ -267,15 +284,90 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
   /// A record that no longer decodes reads as a removed entity whose stamp, if it has one,
   /// is its tombstone: a write stamped no newer is refused, a newer one replaces the record.
   ///
+  /// The store is read only when the write's prefetch (see `_Prefetch.swift`) did not read the
+  /// entity, or the entity changed since.
+  ///
   /// - Parameter listed: The store's record of the entity, when the caller has it already
   ///   (`loadAll`).
   func read(_ id: T.ID, _ core: _MapCore, listed: PersistentRecord? = nil) -> _Unapplied<T> {
     let unapplied = unapplied(id)
     guard case .unknown = unapplied else { return unapplied }
-    let record: PersistentRecord?
+    if let prefetched = persistence.prefetched?.typed(T.self), let fetched = prefetched.results[id],
+      !isTouched(id)
+    {
+      return admit(fetched, id, core)
+    }
+    if let listed { return admit(decoded(listed), id, core) }
+    return admit(fetch(id), id, core)
+  }
+
+  /// Reads and decodes the store's record of `id`. Calls the store and the decoder only: the
+  /// map's lock need not be held.
+  func fetch(_ id: T.ID) -> _Fetched<T> {
     do {
-      record = try listed ?? persistence.store.record(kind: kind, key: ops.encodeID(id))
+      guard let record = try persistence.store.record(kind: kind, key: ops.encodeID(id)) else {
+        return .deleted(undecodable: nil)
+      }
+      return decoded(record)
     } catch {
+      return .failed("\(error)")
+    }
+  }
+
+  /// Reads and decodes every record of the type, tombstones included, with their ids; `nil`
+  /// when the store could not list them, with its error. Calls the store and the decoder only:
+  /// the map's lock need not be held.
+  func fetchAll() -> (records: [(id: T.ID, fetched: _Fetched<T>)], errors: [String])? {
+    let records: [(key: [UInt8], record: PersistentRecord)]
+    do {
+      records = try persistence.store.records(kind: kind)
+    } catch {
+      return nil
+    }
+    var fetched: [(id: T.ID, fetched: _Fetched<T>)] = []
+    var errors: [String] = []
+    fetched.reserveCapacity(records.count)
+    for (key, record) in records {
+      do {
+        fetched.append((try ops.decodeID(key), decoded(record)))
+      } catch {
+        errors.append("reading a key of \(kind): \(error)")
+      }
+    }
+    return (fetched, errors)
+  }
+
+  /// `record` as an entity of `T`: decoded, a tombstone, or what a record that no longer
+  /// decodes reads as.
+  func decoded(_ record: PersistentRecord) -> _Fetched<T> {
+    if record.isTombstone {
+      return record.stamp.map { .tombstone($0, undecodable: nil) } ?? .deleted(undecodable: nil)
+    }
+    do {
+      return .saved(try ops.decode(record.payload), record.stamp)
+    } catch {
+      return record.stamp.map { .tombstone($0, undecodable: "\(error)") }
+        ?? .deleted(undecodable: "\(error)")
+    }
+  }
+
+  /// What the write makes of `fetched`, the entity `id` as read from the store: its failures
+  /// are logged, naming the entity.
+  func admit(_ fetched: _Fetched<T>, _ id: T.ID, _ core: _MapCore) -> _Unapplied<T> {
+    switch fetched {
+    case .saved(let value, let stamp):
+      return .saved(value, stamp)
+    case .tombstone(let stamp, let undecodable):
+      if let undecodable {
+        core.outbox.log { .undecodableRecord(EntityReference(T.self, id: id), undecodable) }
+      }
+      return .tombstone(stamp)
+    case .deleted(let undecodable):
+      if let undecodable {
+        core.outbox.log { .undecodableRecord(EntityReference(T.self, id: id), undecodable) }
+      }
+      return .deleted
+    case .failed(let error):
       core.outbox.log {
         .persistenceFailed(
           "reading \(T.self)(\(id)): \(error); its writes are refused until it reads",
@@ -283,14 +375,36 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
       }
       return .failed
     }
-    guard let record else { return .deleted }
-    if record.isTombstone { return record.stamp.map { .tombstone($0) } ?? .deleted }
-    do {
-      return .saved(try ops.decode(record.payload), record.stamp)
-    } catch {
-      core.outbox.log { .undecodableRecord(EntityReference(T.self, id: id), "\(error)") }
-      return record.stamp.map { .tombstone($0) } ?? .deleted
-    }
+  }
+
+  // MARK: What changed while a prefetch read
+
+  /// Notes that the entity `id` changed for the store while a prefetch is outstanding.
+  @inlinable
+  func touch(_ id: T.ID) {
+    if persistence.prefetching > 0 { touched.insert(id) }
+  }
+
+  /// Whether the entity `id` may have changed in the store since a prefetch began reading.
+  @inlinable
+  func isTouched(_ id: T.ID) -> Bool {
+    touchesAll || (!touched.isEmpty && touched.contains(id))
+  }
+
+  override func touchUnapplied(wiped: Bool) {
+    if wiped { touchesAll = true }
+    for row in open { touched.insert(row.id) }
+    for layer in inFlight { for row in layer { touched.insert(row.id) } }
+    for id in stuck.keys { touched.insert(id) }
+  }
+
+  override func touchAll() {
+    touchesAll = true
+  }
+
+  override func forgetTouched() {
+    touched.removeAll()
+    touchesAll = false
   }
 
   /// Marks `id` as unreadable until the write under way ends.
@@ -316,14 +430,24 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
   /// as none.
   @usableFromInline
   func storedTombstones(_ core: _MapCore) -> [(id: T.ID, stamp: Stamp)] {
-    do {
-      return try persistence.store.tombstones(kind: kind).map {
-        (try ops.decodeID($0.key), $0.stamp)
-      }
-    } catch {
+    let fetched =
+      persistence.prefetched?.typed(T.self).flatMap { touchesAll ? nil : $0.tombstones }
+      ?? fetchTombstones()
+    switch fetched {
+    case .success(let tombstones): return tombstones
+    case .failure(let error):
       core.outbox.log { [kind] in .persistenceFailed("listing the tombstones of \(kind): \(error)")
       }
       return []
+    }
+  }
+
+  /// Reads the store's tombstones of the type, with their ids. Calls the store and the
+  /// decoder only: the map's lock need not be held.
+  @usableFromInline
+  func fetchTombstones() -> Result<[(id: T.ID, stamp: Stamp)], any Error> {
+    Result {
+      try persistence.store.tombstones(kind: kind).map { (try ops.decodeID($0.key), $0.stamp) }
     }
   }
 
@@ -357,29 +481,47 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
 
   /// The ids the alias `name` names, as the store has them, with the alias's stamp:
   /// `.deleted` when the store has no such alias (or one whose ids no longer decode, logged),
-  /// `.failed` when it could not read it (logged).
+  /// `.failed` when it could not read it (logged). The store is read only when the write's
+  /// prefetch did not read the alias, or it changed since.
   func readAlias(_ name: String, _ core: _MapCore) -> _Unapplied<[T.ID]> {
     switch persistence.unappliedAlias(name, kind: kind) {
     case .saved(let values, let stamp): return .saved((values as? [T] ?? []).map(\.id), stamp)
     case .deleted, .tombstone, .failed: return .deleted
     case .unknown: break
     }
-    let record: PersistentRecord?
-    do {
-      record = try persistence.store.aliasRecord(named: name)
-    } catch {
+    let prefetched = persistence.prefetched?.typed(T.self)?.aliases[name]
+    switch prefetched.flatMap({ persistence.isTouched(alias: name) ? nil : $0 }) ?? fetchAlias(name)
+    {
+    case .saved(let ids, let stamp):
+      return .saved(ids, stamp)
+    case .deleted(let undecodable):
+      if let undecodable {
+        core.outbox.log { .persistenceFailed("reading alias \"\(name)\": \(undecodable)") }
+      }
+      return .deleted
+    case .failed(let error):
       core.outbox.log {
         .persistenceFailed(
           "reading alias \"\(name)\": \(error); its writes are refused until it reads")
       }
       return .failed
     }
-    guard let record else { return .deleted }
+  }
+
+  /// Reads the alias `name` from the store, and decodes the ids it names. Calls the store and
+  /// the decoder only: the map's lock need not be held.
+  func fetchAlias(_ name: String) -> _FetchedAlias<T.ID> {
+    let record: PersistentRecord?
+    do {
+      record = try persistence.store.aliasRecord(named: name)
+    } catch {
+      return .failed("\(error)")
+    }
+    guard let record else { return .deleted(nil) }
     do {
       return .saved(try ops.decodeIDs(record.payload), record.stamp)
     } catch {
-      core.outbox.log { .persistenceFailed("reading alias \"\(name)\": \(error)") }
-      return .deleted
+      return .deleted("\(error)")
     }
   }
 }
@@ -418,6 +560,7 @@ final class _RowRemoval<T: Identifiable & Sendable>: _PersistOp, @unchecked Send
 
   override func handOver(to _: _Persistence) {
     persisted.open.append(_Row(id: id, value: nil, stamp: tombstone))
+    persisted.touch(id)
   }
 }
 
@@ -639,22 +782,9 @@ extension _MapCore {
   /// - Complexity: O(nested occurrences), plus the loads.
   @inlinable
   func loadMissing<V>(in value: V, schema: _Schema<V>) {
-    var loads: [(_MapCore) -> Void] = []
-    for accessor in schema.accessors { accessor.probe(value, self, &loads) }
-    for load in loads { load(self) }
-  }
-
-  /// Lists the load of `child` if its type is persisted and it is not in memory, then probes
-  /// the entities it nests; see `_Accessor.probe`.
-  @inlinable
-  func probe<C: Identifiable & Sendable>(_ child: C, into loads: inout [(_MapCore) -> Void]) {
-    withTable(C.self) { table in
-      if table.persisted != nil && table.node(child.id) == nil {
-        let id = child.id
-        loads.append { core in core.loadIfMissing(C.self, id: id) }
-      }
-      for accessor in table.schema.accessors { accessor.probe(child, self, &loads) }
-    }
+    let missing = _MissingEntities(self)
+    missing.visitNested(in: value, schema: schema)
+    for load in missing.loads { load(self) }
   }
 
   /// Whether `child` is of a persisted type and not in memory; see `_Accessor.missing`. One
@@ -672,17 +802,201 @@ extension _MapCore {
     }
   }
 
+  // MARK: Read, then admit (see `_Prefetch.swift`)
+
+  /// Reads from the store, with none of the map's locks held, what `seed` asks for (under the
+  /// lock), and, level by level, the persisted entities their values nest that memory lacks.
+  /// `nil` when the map has no store, or when the calling thread is inside one of the map's
+  /// frames (an `update` or transaction body): there, it reads under the lock it holds.
+  ///
+  /// Every prefetch made is ended by a write admitting it with `ending` (see
+  /// `admitting(_:ending:_:)`).
+  func prefetch(_ seed: (_Prefetch, _Persistence) -> Void) -> _Prefetch? {
+    guard let persistence, !lock.isHeldByCurrentThread else { return nil }
+    let prefetch = _Prefetch()
+    lock.withLock {
+      persistence.beginPrefetch()
+      seed(prefetch, persistence)
+    }
+    completePrefetch(prefetch)
+    return prefetch
+  }
+
+  /// Reads what `prefetch` asks for, with no lock held, then, level by level, the persisted
+  /// entities their values nest that memory lacks (asking the lock, a chunk at a time).
+  @usableFromInline
+  func completePrefetch(_ prefetch: _Prefetch) {
+    while prefetch.hasWanted {
+      let nested = _WantedEntities()
+      for typed in prefetch.types.values { typed.fetchWanted(nested) }
+      for wanted in nested.types.values { wanted.want(into: prefetch, self) }
+    }
+  }
+
+  /// Runs `body` as a write whose reads of the store are answered from `prefetch` where it
+  /// read them, and, with `ending`, ends the prefetch.
+  @usableFromInline
+  func admitting<R>(_ prefetch: _Prefetch?, ending: Bool, _ body: () -> R) -> R {
+    guard let prefetch, let persistence else { return write(body) }
+    return write {
+      persistence.prefetched = prefetch
+      defer {
+        persistence.prefetched = nil
+        if ending { persistence.endPrefetch() }
+      }
+      return body()
+    }
+  }
+
+  /// Loads every entity of `T` only the store has, as `loadAll(into:)` does, from `prefetch`,
+  /// `_Prefetch.chunk` entities to a write, then ends the prefetch; `perChunk` runs in each
+  /// write, after its loads and before its end releases what nobody holds.
+  func admitWholeKinds(_ prefetch: _Prefetch, perChunk: () -> Void = {}) {
+    var more = true
+    while more {
+      more = admitting(prefetch, ending: false) {
+        var left = false
+        for typed in prefetch.types.values where typed.admitListed(_Prefetch.chunk, self) {
+          left = true
+        }
+        perChunk()
+        return left
+      }
+    }
+    admitting(prefetch, ending: true) {
+      for typed in prefetch.types.values { typed.admitRestOfKind(self) }
+      perChunk()
+    }
+  }
+
+  /// Runs `body` as a write, after reading outside the lock what it would read from the store
+  /// under it. When the write is the outermost one, outside the map's frames, `needs` asks,
+  /// under the lock, for what `body` will read (the write's root and the entities its value
+  /// nests, when memory lacks them); if it asks for anything, the write ends at once, having
+  /// changed nothing, the store is read with no lock held, and `body` runs in a new write that
+  /// admits what was read. What `needs` could not foresee (the entities nested in what an
+  /// `update` body returns) is read under the lock, as before.
+  @inlinable
+  func writeReading<R>(reading needs: (_Prefetch) -> Void, write body: () -> R) -> R {
+    guard let persistence, !lock.isHeldByCurrentThread else { return write(body) }
+    var wanted: _Prefetch?
+    let result: R? = write {
+      if audience.persistedTypes > 0 {
+        let prefetch = _Prefetch()
+        persistence.beginPrefetch()
+        needs(prefetch)
+        guard !prefetch.hasWanted else {
+          wanted = prefetch
+          return nil
+        }
+        persistence.endPrefetch()
+      }
+      return body()
+    }
+    guard let wanted else { return result.unsafelyUnwrapped }
+    completePrefetch(wanted)
+    return admitting(wanted, ending: true, body)
+  }
+
+  /// Asks `prefetch` for `value`'s entity of `T` and the persisted entities it nests, when
+  /// memory lacks them: what a write of `value` reads (see `writeReading(reading:write:)`).
+  @inlinable
+  func want<T: Identifiable & Sendable>(_ value: T, in prefetch: _Prefetch) {
+    _MissingEntities(self, prefetch: prefetch).visit(value)
+  }
+
+  /// Asks `prefetch` for the alias `id`'s record and the entities it names, when its value is
+  /// of a persisted type and it was not read yet (see `prepareAlias(_:_:list:)`).
+  @inlinable
+  func want<T: Identifiable & Sendable>(alias id: _AliasID, of _: T.Type, in prefetch: _Prefetch) {
+    withTable(T.self) { table in
+      guard let persisted = table.persisted, let persistence else { return }
+      if let node = registry.aliases[id], node.witness.hasConsumers(node) { return }
+      prefetch.want(alias: id.name, of: persisted, persistence)
+    }
+  }
+
+  /// Asks `prefetch` for the entity `id` of `T`, when memory lacks it.
+  @inlinable
+  func want<T: Identifiable & Sendable>(_: T.Type, id: T.ID, in prefetch: _Prefetch) {
+    withTable(T.self) { table in
+      guard let persisted = table.persisted, let persistence else { return }
+      prefetch.want(id, of: persisted, in: table, persistence)
+    }
+  }
+
   /// A handle on the entity `id` of `T`, loaded from the store if it is persisted and not in
-  /// memory. The node is returned unretained: the handle's hold keeps it (rule 6 of
-  /// `_Lifetime.swift`).
+  /// memory, read outside the lock. The node is returned unretained: the handle's hold keeps
+  /// it (rule 6 of `_Lifetime.swift`).
   @usableFromInline
   func findLoading<T: Identifiable & Sendable>(_: T.Type, id: T.ID) -> Unmanaged<_Node<T>>? {
-    write {
+    let prefetch = prefetch { prefetch, persistence in
+      guard let table = existingTable(for: T.self) else { return }
+      let typed = unsafeDowncast(table.takeUnretainedValue(), to: _Table<T>.self)
+      if let persisted = typed.persisted {
+        prefetch.want(id, of: persisted, in: typed, persistence)
+      }
+    }
+    return admitting(prefetch, ending: true) {
       withTable(T.self) { table in
         if table.node(id) == nil { load(id, into: table) }
         return table.withNode(id) { holdForHandle($0) }
       }
     }
+  }
+
+  /// Opens a live query with `open` and, for a persisted type, gives it the entities only the
+  /// store has: read outside the lock, then admitted `_Prefetch.chunk` to a write, the query
+  /// already open and fed by each (and by any other write meanwhile). Inside one of the map's
+  /// frames, as one write reading under the lock.
+  @usableFromInline
+  func openReading<T: Identifiable & Sendable>(
+    _: T.Type, _ open: () -> Unmanaged<_Node<[T]>>
+  ) -> Unmanaged<_Node<[T]>> {
+    guard persistence != nil, !lock.isHeldByCurrentThread else {
+      return write {
+        let table = registry.table(for: T.self)
+        if table.persisted != nil { loadAll(into: table) }
+        return open()
+      }
+    }
+    let query = write(open)
+    let prefetch = prefetch { prefetch, persistence in
+      guard let table = existingTable(for: T.self) else { return }
+      let typed = unsafeDowncast(table.takeUnretainedValue(), to: _Table<T>.self)
+      if let persisted = typed.persisted { prefetch.wantAll(of: persisted, persistence) }
+    }
+    if let prefetch { admitWholeKinds(prefetch) }
+    return query
+  }
+
+  /// See ``IdentityMap/parents(of:id:)``: the persisted aggregates only the store has are read
+  /// outside the lock, and admitted `_Prefetch.chunk` to a write, each write noting the
+  /// entity's parents before it releases what nobody holds. Inside one of the map's frames, as
+  /// one write reading under the lock.
+  func parentsReading<T: Identifiable & Sendable>(of _: T.Type, id: T.ID) -> [EntityReference] {
+    guard persistence != nil, !lock.isHeldByCurrentThread else {
+      return write { parents(of: T.self, id: id) }
+    }
+    // NB: held for the whole call, so that the aggregates admitted link to it in each write.
+    guard let held = findLoading(T.self, id: id) else { return [] }
+    var found: Set<EntityReference> = []
+    let prefetch = prefetch { prefetch, persistence in
+      for table in registry.tables { table.queries.wantAggregates(table, prefetch, persistence) }
+    }
+    let note = {
+      held._withUnsafeGuaranteedRef { node in
+        if node.isPresent { found.formUnion(self.parents(of: node)) }
+      }
+    }
+    if let prefetch {
+      admitWholeKinds(prefetch, perChunk: note)
+    } else {
+      read(note)
+    }
+    let alive = read { held._withUnsafeGuaranteedRef { $0.isPresent } }
+    releaseHandle(of: held.takeUnretainedValue())
+    return alive ? Array(found) : []
   }
 
   /// Lists, for `removeAll`, the deletion of every persisted type's rows and aliases.
@@ -776,5 +1090,39 @@ extension _Table {
   func cannotRead(_ id: T.ID) -> Bool {
     guard let persisted, !persisted.unreadable.isEmpty else { return false }
     return persisted.unreadable.contains(id)
+  }
+}
+
+/// The persisted entities a value nests, at any depth, that are not in memory: listed as loads
+/// for `_MapCore.loadMissing(in:schema:)`, or, with `prefetch`, asked of a prefetch, to be read
+/// outside the lock (`_MapCore.writeReading(_:_:)`). Under the map's lock.
+@usableFromInline
+final class _MissingEntities: _NestedVisitor {
+  /// NB: unowned(unsafe), by rule 7 of `_Lifetime.swift`: the walk runs within a call on the
+  /// map, which its caller holds.
+  @usableFromInline unowned(unsafe) let core: _MapCore
+  /// Where the entities are asked for; `nil` to list loads instead.
+  @usableFromInline let prefetch: _Prefetch?
+  @usableFromInline var loads: [(_MapCore) -> Void] = []
+
+  @inlinable
+  init(_ core: _MapCore, prefetch: _Prefetch? = nil) {
+    self.core = core
+    self.prefetch = prefetch
+  }
+
+  @usableFromInline
+  override func visit<C: Identifiable & Sendable>(_ child: C) {
+    core.withTable(C.self) { table in
+      if let persisted = table.persisted, table.node(child.id) == nil {
+        if let prefetch, let persistence = core.persistence {
+          prefetch.want(child.id, of: persisted, in: table, persistence)
+        } else {
+          let id = child.id
+          loads.append { core in core.loadIfMissing(C.self, id: id) }
+        }
+      }
+      visitNested(in: child, schema: table.schema)
+    }
   }
 }

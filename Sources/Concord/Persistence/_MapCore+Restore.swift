@@ -7,7 +7,24 @@
 // and alias is told once, at commit.
 
 extension _MapCore {
-  /// Makes memory agree with what the store holds now; see the top of this file.
+  /// Makes memory agree with what the store holds now (see the top of this file): what memory
+  /// holds of the store is read, and decoded, outside the lock, then admitted in one write.
+  ///
+  /// NB: one write, so that each handle, query and alias is told once; it only assigns what
+  /// was decoded, reading the store under the lock only for what a write made meanwhile.
+  func reloadPersistedReading() {
+    // NB: a prefetch still out read the file the restore replaced.
+    lock.withLock { persistence?.touchEverything() }
+    let prefetch = prefetch { prefetch, persistence in
+      for table in registry.tables where table.isPersisted {
+        table.queries.wantReload(table, prefetch, persistence)
+      }
+      for node in registry.aliases.values { node.witness.wantAlias(node, prefetch, persistence) }
+    }
+    admitting(prefetch, ending: true) { reloadPersisted() }
+  }
+
+  /// Makes memory agree with what the store holds now, in the write under way.
   func reloadPersisted() {
     // NB: listed before anything changes, unretained: the tables and the alias slots hold the
     // nodes, and a node the reload removes goes to the graveyard, released after the lock
@@ -90,8 +107,15 @@ extension _MapCore {
       table.adoptStoredTombstones(persisted.storedTombstones(self), self)
     }
     guard let consumers = table.consumers, !consumers.queryNodes.isEmpty else { return }
-    for (id, record) in persisted.listed(self) where !record.isTombstone && table.node(id) == nil {
-      load(id, into: table, listed: record)
+    // NB: from what the restore read outside the lock, unless it could not list the kind.
+    let ids: [T.ID]
+    if let listed = persistence?.prefetched?.typed(T.self)?.listed, !persisted.touchesAll {
+      ids = listed
+    } else {
+      ids = persisted.listed(self).compactMap { $0.record.isTombstone ? nil : $0.id }
+    }
+    for id in ids where table.node(id) == nil {
+      load(id, into: table)
       if let node = table.node(id) { consumers._feedQueries(node, .inserted, old: nil, self) }
     }
   }

@@ -62,6 +62,15 @@ final class _Persistence: @unchecked Sendable {
   /// Set when a check for nested entities missing from memory met one the store could not
   /// read; see `_MapCore.isMissing(_:)`.
   @usableFromInline var metUnreadable = false
+  /// How many prefetches are reading the store outside the map's lock: while any is, every
+  /// change handed over notes its entity as touched (see `_Prefetch.swift`).
+  @usableFromInline var prefetching = 0
+  /// What the write under way admits from a prefetch; `nil` outside such a write.
+  @usableFromInline var prefetched: _Prefetch?
+  /// The aliases that changed for the store while a prefetch was outstanding, and whether all
+  /// of them may have; as `_Persisted.touched` is for entities.
+  var touchedAliases: Set<String> = []
+  var touchesAllAliases = false
   /// The persisted types' kinds, by type, and the types of each kind.
   var kinds: [ObjectIdentifier: String] = [:]
   var kindOwners: [String: ObjectIdentifier] = [:]
@@ -142,12 +151,20 @@ final class _Persistence: @unchecked Sendable {
     case .deleteEverything:
       open.wipesEverything = true
       open.aliases.removeAll()
-      for persisted in types { persisted.wipeOpen() }
+      if prefetching > 0 { touchesAllAliases = true }
+      for persisted in types {
+        persisted.wipeOpen()
+        if prefetching > 0 { persisted.touchAll() }
+      }
     case .deleteKind(let kind):
       open.wipedKinds.insert(kind)
-      for persisted in types where persisted.kind == kind { persisted.wipeOpen() }
+      for persisted in types where persisted.kind == kind {
+        persisted.wipeOpen()
+        if prefetching > 0 { persisted.touchAll() }
+      }
     case .deleteAliases(let kind):
       open.wipedAliasKinds.insert(kind)
+      if prefetching > 0 { touchesAllAliases = true }
       open.aliases = open.aliases.filter { $0.value.kind != kind }
     case .save, .delete, .saveAlias, .deleteAlias:
       preconditionFailure("Concord: \(change) is not a deletion of a kind")
@@ -157,6 +174,7 @@ final class _Persistence: @unchecked Sendable {
   /// Records in the open layer the change `op` of an alias.
   func noteAlias(_ op: _AliasOp) {
     open.aliases[op.name] = op
+    if prefetching > 0 { touchedAliases.insert(op.name) }
   }
 
   // MARK: Writing
@@ -283,23 +301,75 @@ final class _Persistence: @unchecked Sendable {
     }
   }
 
-  /// Applies, on the calling thread, everything handed over and not yet applied, and what the
-  /// write under way staged; throws the store's error if any of it failed, which stays to be
-  /// retried. Only on the writer (in `flush(then:)`), inside a write: a restore, which must
-  /// find every committed write in the store before it replaces it.
+  /// Applies, on the calling thread, everything handed over and not yet applied; throws the
+  /// store's error if any of it failed, which stays to be retried. Only on the writer (in
+  /// `flush(then:)`): a restore, which must find every write committed before it in the store
+  /// before it replaces it. A write committed meanwhile waits, and is applied after it.
   func applyPending() throws {
     mapLock.withLock {
       handOverCurrent()
       isWriting = true
     }
     write()
-    let pending = mapLock.withLock { hasOpen || !inFlight.isEmpty }
+    // NB: a failed layer stays in flight; what a commit handed over since is not a failure.
+    let pending = mapLock.withLock { !inFlight.isEmpty }
     guard pending else { return }
     let error = errorLock.withLock {
       defer { firstError = nil }
       return firstError
     }
     throw error ?? _WritesNotApplied()
+  }
+
+  // MARK: Prefetching (see `_Prefetch.swift`)
+
+  /// A prefetch starts: from now on, changes handed over note what they touch.
+  @usableFromInline
+  func beginPrefetch() {
+    prefetching += 1
+  }
+
+  /// A prefetch starts reading `persisted`'s type: the entities of its changes not yet applied
+  /// count as touched, since the store may hold them, or not yet, when the prefetch reads.
+  @usableFromInline
+  func noteReading(_ persisted: _AnyPersisted) {
+    let wiped =
+      wipes(persisted.kind, aliases: false, in: open)
+      || inFlight.contains { wipes(persisted.kind, aliases: false, in: $0) }
+    persisted.touchUnapplied(wiped: wiped)
+  }
+
+  /// A prefetch starts reading aliases: those the changes not yet applied name count as
+  /// touched, as `noteReading(_:)` says of entities.
+  @usableFromInline
+  func noteReadingAliases() {
+    for layer in CollectionOfOne(open) + inFlight {
+      touchedAliases.formUnion(layer.aliases.keys)
+      if layer.wipesEverything || !layer.wipedAliasKinds.isEmpty { touchesAllAliases = true }
+    }
+    touchedAliases.formUnion(stuckAliases.keys)
+  }
+
+  /// Whether the alias `name` may have changed in the store since a prefetch began reading.
+  func isTouched(alias name: String) -> Bool {
+    touchesAllAliases || touchedAliases.contains(name)
+  }
+
+  /// The store's whole content was replaced (a restore): everything counts as touched.
+  func touchEverything() {
+    guard prefetching > 0 else { return }
+    for persisted in types { persisted.touchAll() }
+    touchesAllAliases = true
+  }
+
+  /// A prefetch ends, admitted or dropped; the last one forgets what was touched.
+  @usableFromInline
+  func endPrefetch() {
+    prefetching -= 1
+    guard prefetching == 0 else { return }
+    for persisted in types { persisted.forgetTouched() }
+    touchedAliases.removeAll()
+    touchesAllAliases = false
   }
 
   // MARK: Reading

@@ -21,8 +21,7 @@ extension _MapCore {
     _: T.Type, filter: (@Sendable (T) -> Bool)?, sortedBy: (@Sendable (T, T) -> Bool)?
   ) -> Unmanaged<_Node<[T]>> {
     let table = registry.table(for: T.self)
-    // NB: an entity in the store counts as stored: the query starts from all of them.
-    if table.persisted != nil { loadAll(into: table) }
+    // NB: an entity in the store counts as stored: the caller loads them (`openReading`).
     let query = _QueryNode(table: table, filter: filter, sortedBy: sortedBy)
     query.adopt()
     let held = holdForHandle(query)
@@ -48,7 +47,6 @@ extension _MapCore {
     _: T.Type, keyPath: KeyPath<T, V>, key: V, sortedBy: (@Sendable (T, T) -> Bool)?
   ) -> Unmanaged<_Node<[T]>> {
     let table = registry.table(for: T.self)
-    if table.persisted != nil { loadAll(into: table) }
     let query = _QueryNode(table: table, filter: nil, sortedBy: sortedBy)
     query.adopt()
     let held = holdForHandle(query)

@@ -149,6 +149,13 @@ extension _Table {
       else { return }
       core.reload(node, from: persisted, make: make)
     }
+    hooks.wantAlias = { node, prefetch, persistence in
+      let node = alias(node)
+      guard node.persists,
+        let persisted = unsafeDowncast(node.witness.table, to: _Table<T>.self).persisted
+      else { return }
+      prefetch.want(alias: node.id.name, of: persisted, persistence)
+    }
     hooks.feedConsumers = { node, kind, _, stampBefore, core in
       let node = alias(node)
       guard node.persists, let persistence = core.persistence,

@@ -56,10 +56,16 @@ struct _TableQueries {
   /// For a persisted aggregate type, brings the entities only the store has into memory; see
   /// `_MapCore.loadAll(into:)`.
   let loadAggregates: (_AnyTable, _MapCore) -> Void
+  /// For a persisted aggregate type, asks `prefetch` for every entity the store has of it;
+  /// see `_MapCore.parentsReading(of:id:)`.
+  let wantAggregates: (_AnyTable, _Prefetch, _Persistence) -> Void
   /// For a persisted type, after its entities in memory took the store's values: takes the
   /// store's tombstones, and gives the live queries the entities only the store has; see
   /// `_MapCore+Restore.swift`.
   let reloadFromStore: (_AnyTable, _MapCore) -> Void
+  /// For a persisted type, asks `prefetch` for what a restore's reload reads of it: every
+  /// entity in memory, its tombstones, and, with live queries, every entity of the store.
+  let wantReload: (_AnyTable, _Prefetch, _Persistence) -> Void
 
   @usableFromInline
   init(
@@ -74,7 +80,9 @@ struct _TableQueries {
     tombstoneProblem: @escaping (_AnyTable) -> String?,
     tombstoneCount: @escaping (_AnyTable) -> Int,
     loadAggregates: @escaping (_AnyTable, _MapCore) -> Void,
-    reloadFromStore: @escaping (_AnyTable, _MapCore) -> Void
+    wantAggregates: @escaping (_AnyTable, _Prefetch, _Persistence) -> Void,
+    reloadFromStore: @escaping (_AnyTable, _MapCore) -> Void,
+    wantReload: @escaping (_AnyTable, _Prefetch, _Persistence) -> Void
   ) {
     self.forEachNode = forEachNode
     self.count = count
@@ -90,7 +98,9 @@ struct _TableQueries {
     self.tombstoneProblem = tombstoneProblem
     self.tombstoneCount = tombstoneCount
     self.loadAggregates = loadAggregates
+    self.wantAggregates = wantAggregates
     self.reloadFromStore = reloadFromStore
+    self.wantReload = wantReload
   }
 
   /// The queries of `_Table<T>`.
@@ -130,9 +140,23 @@ struct _TableQueries {
         let table = table(erased)
         if table.persisted != nil && !table.schema.isLeaf { core.loadAll(into: table) }
       },
+      wantAggregates: { erased, prefetch, persistence in
+        let table = table(erased)
+        guard let persisted = table.persisted, !table.schema.isLeaf else { return }
+        prefetch.wantAll(of: persisted, persistence)
+      },
       reloadFromStore: { erased, core in
         let table = table(erased)
         if let persisted = table.persisted { core.reloadTable(table, from: persisted) }
+      },
+      wantReload: { erased, prefetch, persistence in
+        let table = table(erased)
+        guard let persisted = table.persisted else { return }
+        let typed = prefetch.of(persisted)
+        typed.noteReading(persistence)
+        table.slots.forEachNode { typed.wanted.append($0.takeUnretainedValue().value.id) }
+        typed.wantsTombstones = true
+        if table.consumers?.queryNodes.isEmpty == false { typed.wantsAll = true }
       })
   }
 }

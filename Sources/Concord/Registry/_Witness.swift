@@ -121,6 +121,9 @@ final class _Witness {
   /// For an entity of a persisted type, or an alias that persists: takes the value the store
   /// has now, whatever the stamps say, or goes if it has none; see `_MapCore+Restore.swift`.
   let reloadFromStore: (_AnyNode, _MapCore) -> Void
+  /// For an alias that persists: asks `prefetch` for its record and the entities it names
+  /// (see `_Prefetch.swift`).
+  let wantAlias: (_AnyNode, _Prefetch, _Persistence) -> Void
   /// For a query node nobody holds any more: stops maintaining it, gives back its holds.
   let detachConsumer: (_AnyNode, _MapCore) -> Void
   /// For an entity: a shadow for optimistic layers over the value saved at an index (or the
@@ -163,6 +166,7 @@ final class _Witness {
     persistRemoval: @escaping (_AnyNode, _MapCore) -> Void,
     entomb: @escaping (_AnyNode, _MapCore) -> Void,
     reloadFromStore: @escaping (_AnyNode, _MapCore) -> Void,
+    wantAlias: @escaping (_AnyNode, _Prefetch, _Persistence) -> Void,
     detachConsumer: @escaping (_AnyNode, _MapCore) -> Void,
     makeShadow: @escaping (_AnyNode, Int32, Stamp) -> _AnyShadow?,
     problem: @escaping (_AnyNode, _MapCore) -> String?
@@ -198,6 +202,7 @@ final class _Witness {
     self.persistRemoval = persistRemoval
     self.entomb = entomb
     self.reloadFromStore = reloadFromStore
+    self.wantAlias = wantAlias
     self.detachConsumer = detachConsumer
     self.makeShadow = makeShadow
     self.problem = problem
@@ -261,7 +266,7 @@ extension _Witness {
       clearAliasValue: hooks.clearAliasValue, aliasName: hooks.aliasName,
       hasConsumers: hooks.hasConsumers, readsOldValues: hooks.readsOldValues,
       feedConsumers: hooks.feedConsumers, persistRemoval: hooks.persistRemoval,
-      entomb: hooks.entomb, reloadFromStore: hooks.reloadFromStore,
+      entomb: hooks.entomb, reloadFromStore: hooks.reloadFromStore, wantAlias: hooks.wantAlias,
       detachConsumer: hooks.detachConsumer, makeShadow: hooks.makeShadow,
       problem: { node, core in
         let typed = _typed(node, Value.self)
@@ -295,6 +300,7 @@ struct _WitnessHooks {
   @usableFromInline var persistRemoval: (_AnyNode, _MapCore) -> Void = { _, _ in }
   @usableFromInline var entomb: (_AnyNode, _MapCore) -> Void = { _, _ in }
   @usableFromInline var reloadFromStore: (_AnyNode, _MapCore) -> Void = { _, _ in }
+  @usableFromInline var wantAlias: (_AnyNode, _Prefetch, _Persistence) -> Void = { _, _, _ in }
   @usableFromInline var detachConsumer: (_AnyNode, _MapCore) -> Void = { _, _ in }
   @usableFromInline var makeShadow: (_AnyNode, Int32, Stamp) -> _AnyShadow? = { _, _, _ in nil }
   @usableFromInline var problem: (_AnyNode, _MapCore) -> String? = { _, _ in nil }

@@ -1,0 +1,330 @@
+// Read, then admit. A `find` of an entity only the store has, a query or `parents(of:id:)` over
+// a persisted type, and a restore's reload read the store and decode what they read with no
+// lock of the map held, into a `_Prefetch`; a write then admits it under the exclusive lock,
+// where each read of the store (`_Persisted.read`) is answered from the prefetch. So a reader
+// of the map never waits behind SQLite or a decoder.
+//
+// What changed meanwhile wins. While any prefetch is outstanding, every change a commit hands
+// over for the store notes its entity as touched in its type's `_Persisted` (a deletion of a
+// whole kind touches all of it); a prefetch also notes, when it starts reading a type, the
+// entities of the changes not yet applied. A touched entity is never answered from a
+// prefetch: its read goes to the changes not yet applied, then to the store, under the lock,
+// as before. An entity in memory at admission is never replaced by a load. So a write that
+// came in between wins by the usual rules, a removal in between is not undone (its tombstone or
+// deletion is among the unapplied changes, or read from the store), and an entity that
+// reached the store in between is read again.
+
+/// What a map read from its store with none of its locks held, decoded, for a write to admit:
+/// per persisted type, the records of some of its entities (and, read level by level, of the
+/// persisted entities their values nest that memory lacked), and the store's listing of whole
+/// kinds.
+///
+/// Made by one thread outside the map's lock (`_MapCore.prefetch(_:)`), then read only under
+/// it, installed in `_Persistence.prefetched` for the writes that admit it.
+@usableFromInline
+final class _Prefetch: @unchecked Sendable {
+  // NB: @unchecked because it is filled by one thread, then handed to the map's lock, which
+  // guards every later access.
+
+  /// What was read of each persisted type, by type.
+  @usableFromInline var types: [ObjectIdentifier: _AnyPrefetched] = [:]
+
+  @usableFromInline init() {}
+
+  /// How many entities a write admitting a prefetch, or a lookup of what a prefetch wants,
+  /// takes on under the map's exclusive lock at a time: what bounds the wait of a reader
+  /// behind a load.
+  static let chunk = 128
+
+  /// What was read of `T`, made on first use.
+  @inlinable
+  func of<T: Identifiable & Sendable>(_ persisted: _Persisted<T>) -> _Prefetched<T> {
+    if let found = types[ObjectIdentifier(T.self)] {
+      return unsafeDowncast(found, to: _Prefetched<T>.self)
+    }
+    let made = _Prefetched(persisted)
+    types[ObjectIdentifier(T.self)] = made
+    return made
+  }
+
+  /// What was read of `T`, if anything.
+  @inlinable
+  func typed<T: Identifiable & Sendable>(_: T.Type) -> _Prefetched<T>? {
+    types[ObjectIdentifier(T.self)].map { unsafeDowncast($0, to: _Prefetched<T>.self) }
+  }
+
+  /// Whether some type still has ids, or its whole kind, to read.
+  @usableFromInline
+  var hasWanted: Bool { types.values.contains { $0.hasWanted } }
+
+  /// Under the map's lock: asks for the entity `id` of `persisted`'s type, unless memory has
+  /// it.
+  @inlinable
+  func want<T: Identifiable & Sendable>(
+    _ id: T.ID, of persisted: _Persisted<T>, in table: _Table<T>, _ persistence: _Persistence
+  ) {
+    guard table.node(id) == nil else { return }
+    let typed = of(persisted)
+    typed.noteReading(persistence)
+    if typed.results[id] == nil { typed.wanted.append(id) }
+  }
+
+  /// Under the map's lock: asks for the alias `name`, which names entities of `persisted`'s
+  /// type, and for the entities it names that memory lacks.
+  @inlinable
+  func want<T: Identifiable & Sendable>(
+    alias name: String, of persisted: _Persisted<T>, _ persistence: _Persistence
+  ) {
+    let typed = of(persisted)
+    typed.noteReading(persistence)
+    persistence.noteReadingAliases()
+    if typed.aliases[name] == nil { typed.wantedAliases.append(name) }
+  }
+
+  /// Under the map's lock: asks for every entity of `persisted`'s type the store has.
+  @inlinable
+  func wantAll<T: Identifiable & Sendable>(
+    of persisted: _Persisted<T>, _ persistence: _Persistence
+  ) {
+    let typed = of(persisted)
+    typed.noteReading(persistence)
+    typed.wantsAll = true
+  }
+}
+
+/// What a prefetch read of one persisted type; see `_Prefetched`.
+@usableFromInline
+class _AnyPrefetched {
+  /// Whether the entities of the changes not yet applied were noted as touched for this
+  /// prefetch (see `_Persistence.noteReading(_:)`).
+  @usableFromInline var noted = false
+  /// How far the admission of the whole kind went in `_Prefetched.listed`.
+  @usableFromInline var cursor = 0
+
+  @usableFromInline init() {}
+
+  /// Whether ids, or the whole kind, are still to read.
+  var hasWanted: Bool { false }
+
+  /// Reads, decodes and files the records of the ids wanted of this type, with no lock held,
+  /// and hands the entities their values nest to `nested`.
+  func fetchWanted(_ nested: _WantedEntities) {}
+
+  /// In a write admitting the prefetch: loads up to `count` of the entities the store listed
+  /// for the whole kind that memory lacks, from where the last call stopped. Returns whether
+  /// any are left.
+  func admitListed(_ count: Int, _ core: _MapCore) -> Bool { false }
+
+  /// In the last write admitting the prefetch: loads what the listing could not know (the
+  /// changes not yet applied, the entities touched since it was read), or the whole kind
+  /// under the lock when the listing failed, and logs what went wrong reading it.
+  func admitRestOfKind(_ core: _MapCore) {}
+}
+
+/// What a prefetch read of the persisted type `T`.
+@usableFromInline
+final class _Prefetched<T: Identifiable & Sendable>: _AnyPrefetched {
+  /// The type's persistence: its kind, and how to decode it. NB: strong: a persisted type
+  /// lives as long as its map (rule 9 of `_Lifetime.swift`); the prefetch may outlive neither.
+  @usableFromInline let persisted: _Persisted<T>
+  /// Each entity read, as the store had it.
+  @usableFromInline var results: [T.ID: _Fetched<T>] = [:]
+  /// The ids of the entities the store listed for the whole kind, tombstones aside, in its
+  /// order, when the prefetch read the whole kind; `nil` when it did not, or could not (the
+  /// admission then lists the kind under the lock, and logs why).
+  @usableFromInline var listed: [T.ID]?
+  /// What went wrong reading the listing, to log when it is admitted.
+  @usableFromInline var errors: [String] = []
+  /// The aliases naming entities of the type still to read, and what was read of each: the
+  /// ids it names and its stamp, or how reading it failed.
+  @usableFromInline var wantedAliases: [String] = []
+  @usableFromInline var aliases: [String: _FetchedAlias<T.ID>] = [:]
+  /// The store's tombstones of the type, when asked for (`wantsTombstones`).
+  @usableFromInline var tombstones: Result<[(id: T.ID, stamp: Stamp)], any Error>?
+  @usableFromInline var wantsTombstones = false
+  /// The ids still to read, for the next round of `_MapCore.prefetch(_:)`.
+  @usableFromInline var wanted: [T.ID] = []
+  /// Whether the whole kind is still to be read.
+  @usableFromInline var wantsAll = false
+
+  @inlinable
+  init(_ persisted: _Persisted<T>) {
+    self.persisted = persisted
+  }
+
+  /// Under the map's lock: notes, once per prefetch, that it reads the type.
+  @inlinable
+  func noteReading(_ persistence: _Persistence) {
+    guard !noted else { return }
+    noted = true
+    persistence.noteReading(persisted)
+  }
+
+  override var hasWanted: Bool {
+    wantsAll || wantsTombstones || !wanted.isEmpty || !wantedAliases.isEmpty
+  }
+
+  override func admitListed(_ count: Int, _ core: _MapCore) -> Bool {
+    guard let listed else { return false }
+    core.withTable(T.self) { table in
+      var admitted = 0
+      while admitted < count && cursor < listed.count {
+        let id = listed[cursor]
+        cursor += 1
+        if table.node(id) == nil {
+          core.load(id, into: table)
+          admitted += 1
+        }
+      }
+    }
+    return cursor < listed.count
+  }
+
+  override func admitRestOfKind(_ core: _MapCore) {
+    core.withTable(T.self) { table in
+      guard listed != nil else { return core.loadAll(into: table) }
+      for error in errors { core.outbox.log { .persistenceFailed(error) } }
+      for id in persisted.unappliedIDs() where table.node(id) == nil {
+        core.load(id, into: table)
+      }
+      if persisted.touchesAll { return core.loadAll(into: table) }
+      for id in persisted.touched where table.node(id) == nil { core.load(id, into: table) }
+    }
+  }
+
+  override func fetchWanted(_ nested: _WantedEntities) {
+    let schema = _Schema<T>.entity
+    var decoded: [T] = []
+    if wantsTombstones {
+      wantsTombstones = false
+      tombstones = persisted.fetchTombstones()
+    }
+    for name in wantedAliases where aliases[name] == nil {
+      let fetched = persisted.fetchAlias(name)
+      aliases[name] = fetched
+      if case .saved(let ids, _) = fetched { nested.want(ids, of: T.self) }
+    }
+    wantedAliases = []
+    if wantsAll, let all = persisted.fetchAll() {
+      var ids: [T.ID] = []
+      ids.reserveCapacity(all.records.count)
+      for (id, fetched) in all.records {
+        guard results[id] == nil else { continue }
+        results[id] = fetched
+        if case .saved(let value, _) = fetched {
+          ids.append(id)
+          decoded.append(value)
+        }
+      }
+      listed = ids
+      errors = all.errors
+    }
+    wantsAll = false
+    let ids = wanted
+    wanted = []
+    for id in ids where results[id] == nil {
+      let fetched = persisted.fetch(id)
+      results[id] = fetched
+      if case .saved(let value, _) = fetched { decoded.append(value) }
+    }
+    guard !schema.accessors.isEmpty else { return }
+    for value in decoded { nested.visitNested(in: value, schema: schema) }
+  }
+}
+
+/// An alias as the store had it when a prefetch read it: the ids it names and its stamp, none,
+/// or how reading it failed.
+@usableFromInline
+enum _FetchedAlias<ID> {
+  case saved([ID], Stamp?)
+  /// No alias; with a message, one whose ids no longer decode.
+  case deleted(String?)
+  case failed(String)
+}
+
+/// One entity as the store had it when a prefetch read it.
+@usableFromInline
+enum _Fetched<T> {
+  /// A record, decoded, with its stamp.
+  case saved(T, Stamp?)
+  /// A tombstone, or, with `undecodable`'s message, a record that no longer decodes, which
+  /// reads as a removed entity whose stamp is its tombstone.
+  case tombstone(Stamp, undecodable: String?)
+  /// No record; with a message, a record that no longer decodes and has no stamp.
+  case deleted(undecodable: String?)
+  /// The store failed to read it: the error's text.
+  case failed(String)
+}
+
+/// The entities a prefetch is to read next: those its decoded values nest, typed, before the
+/// map's lock says which are persisted and missing from memory.
+@usableFromInline
+final class _WantedEntities: _NestedVisitor {
+  /// The ids met, by entity type, each type's in a `_WantedIDs`.
+  @usableFromInline var types: [ObjectIdentifier: _AnyWantedIDs] = [:]
+
+  @usableFromInline
+  override func visit<C: Identifiable & Sendable>(_ child: C) {
+    let wanted: _WantedIDs<C>
+    if let found = types[ObjectIdentifier(C.self)] {
+      wanted = unsafeDowncast(found, to: _WantedIDs<C>.self)
+    } else {
+      wanted = _WantedIDs<C>()
+      types[ObjectIdentifier(C.self)] = wanted
+    }
+    wanted.ids.append(child.id)
+    // NB: every depth, as `_MapCore.loadMissing(in:schema:)` loads them when the value is
+    // admitted.
+    visitNested(in: child, schema: wanted.schema)
+  }
+
+  @inlinable var isEmpty: Bool { types.isEmpty }
+
+  /// Asks for the entities `ids` of `C`, met by id: an alias's.
+  func want<C: Identifiable & Sendable>(_ ids: [C.ID], of _: C.Type) {
+    let wanted: _WantedIDs<C>
+    if let found = types[ObjectIdentifier(C.self)] {
+      wanted = unsafeDowncast(found, to: _WantedIDs<C>.self)
+    } else {
+      wanted = _WantedIDs<C>()
+      types[ObjectIdentifier(C.self)] = wanted
+    }
+    wanted.ids += ids
+  }
+}
+
+/// The ids of one entity type a prefetch met; see `_WantedIDs`.
+@usableFromInline
+class _AnyWantedIDs {
+  @usableFromInline init() {}
+
+  /// Hands the ids of a persisted type that memory lacks, and that `prefetch` has not read
+  /// yet, to `prefetch` for its next round. Takes the map's lock for each chunk of ids.
+  func want(into prefetch: _Prefetch, _ core: _MapCore) {}
+}
+
+/// The ids of the entities of `C` a prefetch met.
+@usableFromInline
+final class _WantedIDs<C: Identifiable & Sendable>: _AnyWantedIDs {
+  @usableFromInline var ids: [C.ID] = []
+  /// `C`'s schema, looked up once for every entity of `C` met.
+  @usableFromInline let schema = _Schema<C>.entity
+
+  override func want(into prefetch: _Prefetch, _ core: _MapCore) {
+    var start = 0
+    while start < ids.count {
+      let end = min(start + _Prefetch.chunk, ids.count)
+      // NB: a chunk at a time, so that the lock is never held long.
+      let goesOn = core.lock.withLock { () -> Bool in
+        guard let persistence = core.persistence, let table = core.existingTable(for: C.self)
+        else { return false }
+        let typed = unsafeDowncast(table.takeUnretainedValue(), to: _Table<C>.self)
+        guard let persisted = typed.persisted else { return false }
+        for id in ids[start..<end] { prefetch.want(id, of: persisted, in: typed, persistence) }
+        return true
+      }
+      guard goesOn else { return }
+      start = end
+    }
+  }
+}
