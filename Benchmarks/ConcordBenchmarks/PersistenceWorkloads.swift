@@ -214,6 +214,103 @@ extension Workloads {
     }
   }
 
+  // MARK: Readers and loads
+
+  /// How long each call of `read` took, in nanoseconds, on a thread of its own that calls it
+  /// over and over while the calling thread runs `load`; and how long `load` took.
+  func waits(of read: @escaping @Sendable () -> Void, during load: () -> Void) -> (
+    waits: [Double], load: Double
+  ) {
+    let started = DispatchSemaphore(value: 0)
+    let stopped = DispatchSemaphore(value: 0)
+    let stop = StopFlag()
+    let waits = LockedWaits()
+    Thread.detachNewThread {
+      var local: [Double] = []
+      local.reserveCapacity(1 << 20)
+      started.signal()
+      while !stop.isSet {
+        local.append(nanoseconds(read))
+      }
+      waits.set(local)
+      stopped.signal()
+    }
+    started.wait()
+    let loadTime = nanoseconds(load)
+    stop.set()
+    stopped.wait()
+    return (waits.value, loadTime)
+  }
+
+  /// The longest wait of a `find` of an entity a handle holds, on one thread, while another
+  /// thread opens a live query over 10,000 persisted rows that only the file has: the rows are
+  /// read and decoded outside the map's lock, and admitted under it 128 at a time. Against the
+  /// same reader while the other thread reads and decodes the same rows with no map at all:
+  /// the scheduling noise of two busy threads, and nothing of the map. Each sample is one
+  /// load's longest wait; the note gives the 99.9th percentile of every wait.
+  func readDuringLoad() -> Result {
+    let rows = 10_000
+    return withDatabase { path in
+      do {
+        let map = persistentMap(path)
+        for start in stride(from: 0, to: rows, by: 1_000) {
+          _ = map.store((start..<start + 1_000).map { Model($0) })
+        }
+        try! map.flush()
+      }
+      var tails: [Double] = []
+      var floorTails: [Double] = []
+      var loads: [Double] = []
+      /// The longest of `waits`, and its 99.9th percentile into `tails`.
+      func longest(_ waits: [Double], _ tails: inout [Double]) -> Double {
+        let sorted = waits.sorted()
+        tails.append(sorted[min(sorted.count - 1, sorted.count * 999 / 1_000)])
+        return sorted.last ?? 0
+      }
+      var result = compare(
+        "read.during.load",
+        map: {
+          let map = persistentMap(path)
+          let held = map.store(Person(id: 1, name: "held"))
+          var opened: EntityObserver<[Model]>?
+          let (waits, load) = waits(of: { blackHole(map.find(Person.self, id: 1)) }) {
+            opened = map.query(Model.self)
+            precondition(opened?.value.count == rows, "every row is in the result")
+          }
+          // NB: closed once the reader stopped: the query's release is not the load.
+          opened = nil
+          loads.append(load)
+          withExtendedLifetime(held) {}
+          return longest(waits, &tails)
+        },
+        floor: {
+          let map = persistentMap(path)
+          let held = map.store(Person(id: 1, name: "held"))
+          let store = try! SQLiteStore(path: path)
+          let (waits, _) = waits(of: { blackHole(map.find(Person.self, id: 1)) }) {
+            let records = try! store.records(kind: "Model")
+            let decoder = JSONDecoder()
+            var decoded = 0
+            for (_, record) in records where !record.payload.isEmpty {
+              blackHole(try! decoder.decode(Model.self, from: Data(record.payload)))
+              decoded += 1
+            }
+            precondition(decoded == rows, "every row is decoded")
+          }
+          withExtendedLifetime(held) {}
+          return longest(waits, &floorTails)
+        })
+      let tail = median(tails)
+      let floorTail = median(floorTails)
+      result.note =
+        "the longest wait of a find while a query loads 10,000 rows (\(formatTime(median(loads))) a load); p99.9 \(formatTime(tail)), floor's \(formatTime(floorTail)); floor: the same reader while the rows are read and decoded with no map"
+      result.extra = [
+        ("p999NsPerOp", tail), ("baselineP999NsPerOp", floorTail), ("loadNs", median(loads)),
+      ]
+      return result
+    }
+  }
+
   // MARK: Save slots
 
   /// A database of `n` models, written by a map, and a snapshot of it: what the save-slot rows
@@ -293,4 +390,24 @@ extension Workloads {
       }
     }
   }
+}
+
+/// A flag one thread sets and another polls, for `waits(of:during:)`.
+final class StopFlag: @unchecked Sendable {
+  // NB: @unchecked because `lock` guards `flag`.
+  private let lock = NSLock()
+  private var flag = false
+
+  var isSet: Bool { lock.withLock { flag } }
+  func set() { lock.withLock { flag = true } }
+}
+
+/// The waits the reader of `waits(of:during:)` measured, handed to the thread that asked.
+final class LockedWaits: @unchecked Sendable {
+  // NB: @unchecked because `lock` guards `waits`.
+  private let lock = NSLock()
+  private var waits: [Double] = []
+
+  var value: [Double] { lock.withLock { waits } }
+  func set(_ waits: [Double]) { lock.withLock { self.waits = waits } }
 }

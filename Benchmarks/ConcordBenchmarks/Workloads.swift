@@ -17,8 +17,8 @@ struct Workloads {
     "scale.find.1M", "memory.perEntity", "store.merge", "retention.churn", "store.refetch",
     "store.page.decoded", "query.maintain", "query.indexed.open", "collector.drain",
     "optimistic.apply+rollback", "optimistic.shadowed.write", "persist.write", "persist.page",
-    "persist.find.cold", "remove.tombstoned", "query.open.persisted", "persist.save",
-    "persist.restore",
+    "persist.find.cold", "remove.tombstoned", "query.open.persisted", "read.during.load",
+    "persist.save", "persist.restore",
   ]
 
   func run(_ name: String) -> Result {
@@ -49,6 +49,7 @@ struct Workloads {
     case "persist.find.cold": persistFindCold()
     case "remove.tombstoned": removeTombstoned()
     case "query.open.persisted": queryOpenPersisted()
+    case "read.during.load": readDuringLoad()
     case "persist.save": persistSave()
     case "persist.restore": persistRestore()
     default: fatalError("unknown workload \(name)")

@@ -76,6 +76,8 @@ package final class ReadWriteLock: @unchecked Sendable {
 
   /// How many times a waiting thread checks again before it sleeps.
   @usableFromInline let spinLimit: Int
+  /// How many times ``lockAfterWaitingReaders()`` yields, at most, for the readers waiting.
+  @usableFromInline let waitingReaderYields: Int
 
   #if canImport(os)
     /// The owned lock that writers take and waiting threads sleep on.
@@ -101,11 +103,13 @@ package final class ReadWriteLock: @unchecked Sendable {
   }
 
   /// Creates an unlocked lock whose waiting threads check `spinLimit` times before they
-  /// sleep. (Tests pass 0, so that every wait sleeps.)
-  package init(spinLimit: Int = 100) {
+  /// sleep, and whose ``lockAfterWaitingReaders()`` yields at most `waitingReaderYields` times.
+  /// (Tests pass a `spinLimit` of 0, so that every wait sleeps.)
+  package init(spinLimit: Int = 100, waitingReaderYields: Int = 1_000) {
     self.spinLimit = spinLimit
+    self.waitingReaderYields = waitingReaderYields
     base = .allocate(byteCount: Self.stateOffset + Self.lineSize, alignment: Self.lineSize)
-    (base + Self.stateOffset).initializeMemory(as: Int.self, repeating: 0, count: 4)
+    (base + Self.stateOffset).initializeMemory(as: Int.self, repeating: 0, count: 5)
     #if canImport(os)
       base.initializeMemory(as: os_unfair_lock.self, repeating: os_unfair_lock(), count: 1)
     #else
@@ -166,6 +170,10 @@ package final class ReadWriteLock: @unchecked Sendable {
   /// are only ever set.
   @inlinable
   var stripesInUse: UnsafeMutablePointer<Int> { word + 3 }
+
+  /// How many readers stepped back for a writer and are not in yet. Atomic.
+  @inlinable
+  var waitingReaders: UnsafeMutablePointer<Int> { word + 4 }
 
   // MARK: The owned lock
 
@@ -283,6 +291,21 @@ package final class ReadWriteLock: @unchecked Sendable {
     _concord_load_relaxed_word(owner) == _concord_thread_index() + 1
   }
 
+  /// Takes the lock exclusively, as ``lock()`` does, once the readers waiting for the last
+  /// writer are in (or after a bounded number of yields): for a thread that takes the lock over
+  /// and over, a load admitted in chunks, so that a reader waiting behind one chunk gets in
+  /// before the next. NB: the platform's owned lock is not fair: given back and taken again at
+  /// once, it would starve the reader sleeping on it, which wakes to find it taken.
+  @usableFromInline
+  package func lockAfterWaitingReaders() {
+    var yields = 0
+    while yields < waitingReaderYields && _concord_load_seq_cst_word(waitingReaders) > 0 {
+      yields += 1
+      sched_yield()
+    }
+    lock()
+  }
+
   /// Runs `body` while holding the lock exclusively.
   @inlinable
   package func withLock<R>(_ body: () throws -> R) rethrows -> R {
@@ -324,13 +347,22 @@ package final class ReadWriteLock: @unchecked Sendable {
     if _concord_load_seq_cst_word(stripesInUse) & bit == 0 {
       _concord_or_seq_cst_word(stripesInUse, bit)
     }
+    var waited = false
     while true {
       // NB: an atomic add even on the thread's own stripe: it orders the count before the
       // check of the word, which a plain store would not.
       _concord_add_seq_cst_word(counter, 1)
-      if _concord_load_seq_cst_word(word) & Self.held == 0 { return true }
-      // NB: a writer holds the word, and may wait for this stripe: step back, and wait for it.
+      if _concord_load_seq_cst_word(word) & Self.held == 0 {
+        if waited { _concord_add_seq_cst_word(waitingReaders, -1) }
+        return true
+      }
+      // NB: a writer holds the word, and may wait for this stripe: step back, and wait for it,
+      // counted among the waiting readers until in (see `lockAfterWaitingReaders()`).
       leave(counter)
+      if !waited {
+        waited = true
+        _concord_add_seq_cst_word(waitingReaders, 1)
+      }
       waitForWriter()
     }
   }

@@ -142,11 +142,16 @@ final class _MapCore: @unchecked Sendable {
   /// A write started from user code the engine calls in the middle of a write stops the
   /// program; see ``runUserCode(_:)``.
   ///
-  /// - Parameter lowering: Whether the write goes underneath the optimistic layers (every write
-  ///   but a layer's own); see `_Layers`.
+  /// - Parameters:
+  ///   - lowering: Whether the write goes underneath the optimistic layers (every write but a
+  ///     layer's own); see `_Layers`.
+  ///   - afterWaitingReaders: Whether the readers waiting for the lock get in first: for the
+  ///     writes of a load admitted in chunks (see `ReadWriteLock.lockAfterWaitingReaders()`).
   @inlinable
-  func write<R>(lowering: Bool = true, _ body: () throws -> R) rethrows -> R {
-    lock.lock()
+  func write<R>(
+    lowering: Bool = true, afterWaitingReaders: Bool = false, _ body: () throws -> R
+  ) rethrows -> R {
+    if afterWaitingReaders { lock.lockAfterWaitingReaders() } else { lock.lock() }
     if frame.depth > 0 && frame.phase == .engine { _writeInTheMiddleOfAWrite() }
     frame.depth += 1
     let phase = frame.phase

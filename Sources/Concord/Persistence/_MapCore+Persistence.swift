@@ -838,7 +838,7 @@ extension _MapCore {
   @usableFromInline
   func admitting<R>(_ prefetch: _Prefetch?, ending: Bool, _ body: () -> R) -> R {
     guard let prefetch, let persistence else { return write(body) }
-    return write {
+    return write(afterWaitingReaders: true) {
       persistence.prefetched = prefetch
       defer {
         persistence.prefetched = nil

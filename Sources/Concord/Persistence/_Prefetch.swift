@@ -315,14 +315,16 @@ final class _WantedIDs<C: Identifiable & Sendable>: _AnyWantedIDs {
     while start < ids.count {
       let end = min(start + _Prefetch.chunk, ids.count)
       // NB: a chunk at a time, so that the lock is never held long.
-      let goesOn = core.lock.withLock { () -> Bool in
+      core.lock.lockAfterWaitingReaders()
+      defer { core.lock.unlock() }
+      let goesOn = { () -> Bool in
         guard let persistence = core.persistence, let table = core.existingTable(for: C.self)
         else { return false }
         let typed = unsafeDowncast(table.takeUnretainedValue(), to: _Table<C>.self)
         guard let persisted = typed.persisted else { return false }
         for id in ids[start..<end] { prefetch.want(id, of: persisted, in: typed, persistence) }
         return true
-      }
+      }()
       guard goesOn else { return }
       start = end
     }

@@ -57,6 +57,32 @@ struct ReadWriteLockTests {
     lock.unlockShared()
   }
 
+  @Test(
+    "A writer that takes the lock again lets the reader waiting behind it in first",
+    .timeLimit(.minutes(1)))
+  func aWriterTakingTheLockAgainLetsTheWaitingReaderIn() {
+    // NB: yields without bound, so that the order is the lock's, not the scheduler's.
+    let lock = ReadWriteLock(spinLimit: 0, waitingReaderYields: .max)
+    let entered = Locked(false)
+    let left = DispatchSemaphore(value: 0)
+    lock.lock()
+    Thread.detachNewThread {
+      #expect(lock.lockShared())
+      entered.withValue { $0 = true }
+      lock.unlockShared()
+      left.signal()
+    }
+    // The reader stepped back for this writer and waits.
+    while _concord_load_seq_cst_word(lock.waitingReaders) == 0 { sched_yield() }
+    lock.unlock()
+    lock.lockAfterWaitingReaders()
+    // NB: once it is in, this writer's `lock()` waits for it to leave; it sets the flag first.
+    #expect(entered.value, "the waiting reader got in before the writer's next hold")
+    #expect(_concord_load_seq_cst_word(lock.waitingReaders) == 0)
+    lock.unlock()
+    left.wait()
+  }
+
   @Test("A writer waiting for a reader sleeps until the reader leaves", .timeLimit(.minutes(1)))
   func aWriterSleepsUntilTheReadersLeave() {
     let lock = ReadWriteLock(spinLimit: 0)
