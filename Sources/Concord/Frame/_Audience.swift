@@ -29,6 +29,12 @@ struct _Audience {
 
   @usableFromInline init() {}
 
+  /// A query or collector was attached (+1) or detached (-1).
+  @usableFromInline
+  mutating func consumersChanged(by delta: Int) {
+    consumers += delta
+  }
+
   /// Whether a consumer reads the changes of `node`'s type (so its value before the write is
   /// kept): one of its type's queries or collectors, or a logger of changed values, for an
   /// entity or an alias.

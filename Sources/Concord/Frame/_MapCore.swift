@@ -179,15 +179,6 @@ final class _MapCore: @unchecked Sendable {
     return try body()
   }
 
-  /// Opens a transaction inside the current write: a savepoint of the journal, the log, the
-  /// nodes listed as written and the changes listed for the store.
-  @usableFromInline
-  func beginTransaction() -> _Savepoint {
-    journal.begin(
-      events: outbox.events.count, written: outbox.written.count,
-      persisted: persistence?.current.count ?? 0, tombstones: tombstones.undo.count)
-  }
-
   /// Stops the program when the calling thread is inside one of the map's reads or writes:
   /// `call` waits for the persistence writer, which needs the lock.
   func checkOutsideWrites(_ call: String) {
@@ -232,6 +223,10 @@ final class _MapCore: @unchecked Sendable {
       // NB: a write published directly (see `publishesDirectly`) of a persisted type leaves
       // only its change for the store: nothing else of a commit has work to do.
       if let persistence { persistence.handOver() }
+      #if CONCORD_INTERNAL_CHECKS
+        // NB: every node while the map is small; the map-wide counts once it is large.
+        _checkInvariants(around: registry.liveCount > 512 ? [] : nil)
+      #endif
       frame.depth -= 1
       lock.unlock()
       return
@@ -270,9 +265,9 @@ final class _MapCore: @unchecked Sendable {
       _checkInvariants(around: touched)
     #endif
   }
-}
 
-extension _MapCore {
+  // MARK: Publishing directly
+
   /// Publishes a change made without the journal (see `_Journal.publishesDirectly`), as the
   /// commit would have, and persists it when its type is persisted. `stampBefore` is the
   /// node's stamp before the write.
@@ -283,23 +278,72 @@ extension _MapCore {
       node.witness.feedConsumers(node, kind, _JournalEntry.notSaved, stampBefore, self)
     }
   }
-}
 
-/// Who may write now.
-@usableFromInline
-enum _Phase {
-  /// User code that may write runs: an `update` body, a transaction body.
-  case open
-  /// The engine runs. User code it calls (`==`, key paths, deinits) may read, not write.
-  case engine
-}
+  // MARK: What the facade asks
 
-/// The write frame: how deep the lock-holding thread is in this map's calls, and who may write.
-@usableFromInline
-struct _Frame {
-  /// How many frames of this map the thread holding the lock is inside.
-  @usableFromInline var depth = 0
-  @usableFromInline var phase = _Phase.engine
+  /// Whether the map was made with a store.
+  @inlinable var hasStore: Bool { persistence != nil }
 
-  @usableFromInline init() {}
+  /// Whether the calling thread, which holds the lock, is in the outermost write.
+  @inlinable var isOutermost: Bool { frame.depth == 1 }
+
+  /// The number of live entities; see ``IdentityMap/count``.
+  @inlinable var liveCount: Int { registry.liveCount }
+
+  /// The witness of the single aliases of `T`.
+  @inlinable
+  func aliasWitness<T: Identifiable & Sendable>(of _: T.Type) -> _Witness {
+    registry.table(for: T.self).aliasWitness
+  }
+
+  /// The witness of the collection aliases of `T`.
+  @inlinable
+  func collectionAliasWitness<T: Identifiable & Sendable>(of _: T.Type) -> _Witness {
+    registry.table(for: T.self).collectionAliasWitness
+  }
+
+  /// The slot of the single alias `id` of `T`, made empty if there is none.
+  @inlinable
+  func aliasSlot<T: Identifiable & Sendable>(_ id: _AliasID, of _: T.Type) -> _AliasNode<T> {
+    registry.aliasSlot(id, of: T.self)
+  }
+
+  /// The slot of the collection alias `id` of `T`, made empty if there is none.
+  @inlinable
+  func collectionAliasSlot<T: Identifiable & Sendable>(_ id: _AliasID, of _: T.Type)
+    -> _AliasNode<[T]>
+  {
+    registry.collectionAliasSlot(id, of: T.self)
+  }
+
+  // MARK: Tables
+  //
+  // How the core finds the table of an entity type: the last one looked up, then its registry's
+  // list (see `_Registry`).
+
+  /// The table of entity type `T`, unretained, or `nil` if it has none yet.
+  ///
+  /// NB: unlike `cachedTable(for:)`, it changes nothing, neither the last table looked up nor
+  /// the tables: readers sharing the lock call it at once.
+  @inlinable
+  func existingTable<T: Identifiable & Sendable>(for _: T.Type) -> Unmanaged<_AnyTable>? {
+    let key = ObjectIdentifier(T.self)
+    if registry.lastKey == key { return registry.lastTable }
+    return lookUpTable(key)
+  }
+
+  /// `existingTable(for:)` past the last table looked up.
+  @usableFromInline @inline(never)
+  func lookUpTable(_ key: ObjectIdentifier) -> Unmanaged<_AnyTable>? {
+    registry.position(of: key).map { registry.tableRefs[$0] }
+  }
+
+  /// Calls `body` with the table of entity type `T`, borrowed without reference counting (rule
+  /// 1 of `_Lifetime.swift`).
+  @inlinable
+  func withTable<T: Identifiable & Sendable, R>(_: T.Type, _ body: (_Table<T>) -> R) -> R {
+    registry.cachedTable(for: T.self)._withUnsafeGuaranteedRef {
+      body(unsafeDowncast($0, to: _Table<T>.self))
+    }
+  }
 }

@@ -196,6 +196,12 @@ final class _Pass {
 
   @usableFromInline init() {}
 
+  /// Notes `child`, just linked again (by a rollback), as a place where a cycle may close; see
+  /// `_Pass+Cycles.swift`.
+  func noteCycleRoot(_ child: _AnyNode) {
+    buffers.cycleRoots.append(child)
+  }
+
   /// Calls `body` with the map, borrowed: calls made on it retain nothing (rule 7 of
   /// `_Lifetime.swift`: the map owns its pass, rule 1).
   @inlinable @inline(__always)
@@ -377,7 +383,7 @@ extension _Pass {
       let rootPayload =
         stashed
         ? withCore { core in
-          root.withStash { $0.append(payload, enlistingIn: &core.journal.stashes) }
+          root.withStash { core.journal.keep(payload, in: $0) }
         } : _Claim.inPlace
       offer(root, payload: rootPayload, verdict: verdict, stamp: stamp, parent: -1)
       if stashed { rebuilds = true }
@@ -786,7 +792,7 @@ extension _Pass {
       let kept = schema.merge != nil || !schema.isLeaf || isExhaustive
       let payload =
         kept
-        ? withCore { table.stash.append(child, enlistingIn: &$0.journal.stashes) } : _Claim.inPlace
+        ? withCore { $0.journal.keep(child, in: table.stash) } : _Claim.inPlace
       if !kept { claims[at.claim].readsInPlace = true }
       if verdict != .accepted || isOffered || (schema.merge != nil && !created) {
         rebuilds = true
@@ -837,7 +843,7 @@ extension _Pass {
       offer(
         node,
         payload: kept
-          ? withCore { table.stash.append(child, enlistingIn: &$0.journal.stashes) }
+          ? withCore { $0.journal.keep(child, in: table.stash) }
           : _Claim.inPlace,
         verdict: .accepted, stamp: stamp, parent: Int32(at.claim))
       links[links.count - 1].backIndex = Int32(claims.count - 1)

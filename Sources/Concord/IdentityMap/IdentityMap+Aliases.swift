@@ -27,7 +27,7 @@ extension IdentityMap {
           _core.prepareAlias(key._id, T.self, list: false)
           return _core.holdForHandle(
             _core.setAlias(
-              key._id, to: entity, witness: _core.registry.table(for: T.self).aliasWitness,
+              key._id, to: entity, witness: _core.aliasWitness(of: T.self),
               stamp: modifiedAt))
         }))
   }
@@ -53,7 +53,7 @@ extension IdentityMap {
           return _core.holdForHandle(
             _core.setAlias(
               key._id, to: entities,
-              witness: _core.registry.table(for: T.self).collectionAliasWitness,
+              witness: _core.collectionAliasWitness(of: T.self),
               stamp: modifiedAt))
         }))
   }
@@ -68,34 +68,34 @@ extension IdentityMap {
   /// ```
   @inlinable
   public func find<T: Identifiable & Sendable>(named key: AliasKey<T>) -> EntityObserver<T?> {
-    if _core.persistence != nil {
+    if _core.hasStore {
       return _observer(
         _core.writeReading(
           reading: { prefetch in _core.want(alias: key._id, of: T.self, in: prefetch) },
           write: {
             _core.prepareAlias(key._id, T.self, list: false)
-            return _core.holdForHandle(_core.registry.aliasSlot(key._id, of: T.self))
+            return _core.holdForHandle(_core.aliasSlot(key._id, of: T.self))
           }))
     }
     return _observer(
-      _core.read { _core.holdForHandle(_core.registry.aliasSlot(key._id, of: T.self)) })
+      _core.read { _core.holdForHandle(_core.aliasSlot(key._id, of: T.self)) })
   }
 
   /// A handle on a collection alias, set or not. Its value is `nil` until the alias is set.
   @inlinable
   public func find<T: Identifiable & Sendable>(named key: AliasKey<[T]>) -> EntityObserver<[T]?> {
-    if _core.persistence != nil {
+    if _core.hasStore {
       return _observer(
         _core.writeReading(
           reading: { prefetch in _core.want(alias: key._id, of: T.self, in: prefetch) },
           write: {
             _core.prepareAlias(key._id, T.self, list: true)
-            return _core.holdForHandle(_core.registry.collectionAliasSlot(key._id, of: T.self))
+            return _core.holdForHandle(_core.collectionAliasSlot(key._id, of: T.self))
           }))
     }
     return _observer(
       _core.read {
-        _core.holdForHandle(_core.registry.collectionAliasSlot(key._id, of: T.self))
+        _core.holdForHandle(_core.collectionAliasSlot(key._id, of: T.self))
       })
   }
 
@@ -142,9 +142,6 @@ extension IdentityMap {
   /// nothing.
   @inlinable
   public func removeAlias<T>(named key: AliasKey<T>) {
-    _core.write {
-      if _core.registry.aliases[key._id] == nil { _core.persistRemovingAlias(key.name) }
-      _core.removeAlias(key._id)
-    }
+    _core.write { _core.removeAlias(key._id) }
   }
 }

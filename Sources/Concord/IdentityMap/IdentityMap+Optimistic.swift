@@ -54,11 +54,11 @@ extension IdentityMap {
   {
     let layer = try _core.write(lowering: false) {
       precondition(
-        _core.frame.depth == 1,
+        _core.isOutermost,
         "Concord: optimistic(_:) was called inside an update or transaction body; make layers "
           + "from outside any write")
       return try _core.applyLayer {
-        try body(Transaction(map: self, serial: _core.journal.transactions.last ?? 0))
+        try body(Transaction(map: self, serial: _core.innermostTransaction))
       }
     }
     return OptimisticLayer(layer: layer, core: _core)

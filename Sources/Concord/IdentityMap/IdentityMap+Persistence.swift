@@ -71,9 +71,7 @@ extension IdentityMap {
   /// map calls while it writes, it would wait for the writer while holding what the writer
   /// needs, so it stops the program with a message instead. Without a store, it does nothing.
   public func flush() throws {
-    guard let persistence = _core.persistence else { return }
-    _core.checkOutsideWrites("flush()")
-    try persistence.flush()
+    try _core.flush()
   }
 
   /// Writes a snapshot of everything the map has persisted to the file at `path`, atomically:
@@ -94,11 +92,7 @@ extension IdentityMap {
   ///   untouched.
   /// - Precondition: The map was made with a store.
   public func save(to path: String) throws {
-    guard let persistence = _core.persistence else {
-      preconditionFailure("Concord: save(to:) needs a map made with a store (persistence:)")
-    }
-    _core.checkOutsideWrites("save(to:)")
-    try persistence.flush { try persistence.store.save(to: path) }
+    try _core.save(to: path)
   }
 
   /// Replaces everything the map has persisted with the snapshot at `path`, made by
@@ -127,17 +121,7 @@ extension IdentityMap {
   ///   memory) decodes, plus, for each persisted type with a live query, O(its rows).
   /// - Precondition: The map was made with a store.
   public func restore(from path: String) throws {
-    guard let persistence = _core.persistence else {
-      preconditionFailure("Concord: restore(from:) needs a map made with a store (persistence:)")
-    }
-    _core.checkOutsideWrites("restore(from:)")
-    try persistence.flush {
-      // NB: on the writer, which applies nothing else meanwhile; the map's lock is held only
-      // to admit what was read (see `_MapCore+Restore.swift`).
-      try persistence.applyPending()
-      try persistence.store.restore(from: path)
-      _core.reloadPersistedReading()
-    }
+    try _core.restore(from: path)
   }
 
   /// Removes every entity and alias, from memory and from the store.

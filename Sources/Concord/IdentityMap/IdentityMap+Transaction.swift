@@ -16,7 +16,7 @@ extension IdentityMap {
     @usableFromInline
     func checkOpen() {
       precondition(
-        map._core.read { map._core.journal.isOpen(transaction: serial) },
+        map._core.read { map._core.isOpen(transaction: serial) },
         "IdentityMap.Transaction used outside the body of its transaction")
     }
 

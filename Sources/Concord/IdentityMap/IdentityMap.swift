@@ -137,7 +137,7 @@ public final class IdentityMap: Sendable {
         return _observer(held)
       }
     }
-    return _core.persistence == nil ? nil : _core.findLoading(T.self, id: id).map(_observer)
+    return _core.hasStore ? _core.findLoading(T.self, id: id).map(_observer) : nil
   }
 
   // MARK: Updating
@@ -274,10 +274,10 @@ public final class IdentityMap: Sendable {
         let result = try _core.runUserCode {
           try body(Transaction(map: self, serial: savepoint.serial))
         }
-        _core.journal.commit(savepoint)
+        _core.commitTransaction(savepoint)
         return result
       } catch {
-        _core.journal.rollBack(to: savepoint, in: _core)
+        _core.rollBack(to: savepoint)
         throw error
       }
     }
@@ -288,7 +288,7 @@ public final class IdentityMap: Sendable {
   /// The number of live entities, all types together. Alias slots and batch handles are not
   /// entities and are not counted.
   public var count: Int {
-    _core.readOnly { _core.registry.liveCount }
+    _core.readOnly { _core.liveCount }
   }
 }
 

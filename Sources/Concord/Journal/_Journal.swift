@@ -124,6 +124,13 @@ extension _Journal {
     append(node, saved: saved, wasPresent: wasPresent)
   }
 
+  /// Keeps `value` aside in `stash` for the write under way, and returns where: a claim's
+  /// payload, say. The stash is emptied when the write ends (see `forget()`).
+  @inlinable
+  mutating func keep<Value>(_ value: Value, in stash: _Stash<Value>) -> Int32 {
+    stash.append(value, enlistingIn: &stashes)
+  }
+
   /// Records a node the current write just created: before, it did not exist.
   @inlinable
   mutating func recordCreated(_ node: _AnyNode) {
@@ -280,5 +287,17 @@ extension _Journal {
   /// Whether the transaction numbered `serial` is still open.
   func isOpen(transaction serial: Int) -> Bool {
     transactions.contains(serial)
+  }
+
+  /// Closes the innermost transaction, handing `restore` each record made since `savepoint`,
+  /// newest first, and forgetting it: the caller puts each node back as the record says (see
+  /// `_MapCore.rollBack(to:)`).
+  mutating func rollBack(to savepoint: _Savepoint, _ restore: (_JournalEntry) -> Void) {
+    while entries.count > savepoint.entries {
+      let entry = entries.removeLast()
+      entry.node.s.journalMark = entry.previousMark
+      restore(entry)
+    }
+    transactions.removeLast()
   }
 }

@@ -91,16 +91,7 @@ public struct EntityObserver<Value: Sendable>: Sendable {
     let core = _handle.core
     let node = _handle.node
     let (subscriber, value, version, isRemoved, insideWrite) = core.read {
-      // NB: without the current value, start at the newest version handed out, so that a
-      // commit already in flight is not delivered; with it, start below every version, and let
-      // the current value itself go through the ordered path.
-      let subscriber = make(includingCurrentValue ? 0 : core.outbox.version)
-      core.attach(subscriber, to: node)
-      let insideWrite = core.frame.depth > 1
-      if includingCurrentValue && insideWrite { core.outbox.initials.append((node, subscriber)) }
-      return (
-        subscriber, node.value, core.outbox.version, node.s.flags.contains(.removed), insideWrite
-      )
+      core.subscribe(to: node, includingCurrentValue: includingCurrentValue, make)
     }
     let subscription = Subscription(
       core: core, node: node, subscriber: subscriber, onCancel: onCancel)

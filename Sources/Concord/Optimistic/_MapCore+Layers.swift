@@ -87,7 +87,7 @@ extension _MapCore {
     } catch {
       outbox.recordsWrites = false
       outbox.written.removeAll()
-      journal.rollBack(to: savepoint, in: self)
+      rollBack(to: savepoint)
       throw error
     }
     outbox.recordsWrites = false
@@ -131,7 +131,7 @@ extension _MapCore {
     }
     // A layer's removal is an ordinary removal: the layers below forget the entity.
     for shadow in layers.order where !shadow.node.isPresent { forget(shadow) }
-    journal.commit(savepoint)
+    commitTransaction(savepoint)
     return layer
   }
 

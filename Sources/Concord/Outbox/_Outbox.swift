@@ -51,6 +51,31 @@ struct _Outbox {
     self.isLogging = isLogging
   }
 
+  /// Keeps `object` until the lock is released (rule 3 of `_Lifetime.swift`): a node the write
+  /// dropped, say.
+  @inlinable
+  mutating func bury(_ object: AnyObject) {
+    graveyard.append(object)
+  }
+
+  /// Delivers `node`'s value to `subscriber`, opened inside the write, once the write commits.
+  mutating func deliverAtCommit(_ subscriber: _AnySubscriber, of node: _AnyNode) {
+    initials.append((node, subscriber))
+  }
+
+  /// How many events the write logged so far: a transaction's savepoint.
+  var eventCount: Int { mutating get { events.count } }
+
+  /// How many nodes the write listed as stored into so far: a transaction's savepoint.
+  var writtenCount: Int { mutating get { written.count } }
+
+  /// Forgets the events logged and the nodes listed since a transaction's savepoint: it rolled
+  /// back.
+  mutating func rollBack(toEvents events: Int, written: Int) {
+    if self.events.count > events { self.events.removeSubrange(events...) }
+    if self.written.count > written { self.written.removeSubrange(written...) }
+  }
+
   /// Whether the write left nothing to log or deliver.
   @inlinable
   var isIdle: Bool {

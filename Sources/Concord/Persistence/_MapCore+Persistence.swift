@@ -15,613 +15,6 @@
 // entities of persisted types missing from memory, and loads them, so that the pass compares
 // each occurrence with the stored entity (stamps, merging) as it would in memory.
 
-/// A persisted type, type-erased: what `_Persistence` asks of each. See `_Persisted`.
-@usableFromInline
-class _AnyPersisted: @unchecked Sendable {
-  // NB: @unchecked for the subclass's state, guarded as `_Persisted` says.
-
-  /// The name of the type's rows in the store.
-  @usableFromInline let kind: String
-
-  @usableFromInline
-  init(kind: String) {
-    self.kind = kind
-  }
-
-  /// Drops the open layer's rows: a deletion of the kind came after them.
-  func wipeOpen() {}
-  /// Moves the open layer's rows in flight. On the writer.
-  func closeOpen() {}
-  /// Starts with `count` layers in flight, none holding rows of the type.
-  func startInFlight(_ count: Int) {}
-  /// Appends the changes of the rows of the layer at `position` in flight, encoded, and keeps
-  /// the positions of those that did not encode. On the writer, outside the map's lock.
-  func encode(_ position: Int, _ store: any PersistentStore, into changes: inout [PersistentChange])
-  {}
-  /// Forgets the layers in flight, applied: `layers`. Returns what it let go of, for the
-  /// caller to release after the map's lock. On the writer.
-  func applied(_ layers: [_StoreLayer]) -> Any { () }
-  /// What is wrong with the type's layers, given how many are in flight; `nil` when nothing
-  /// is.
-  func checkLayers(inFlight _: Int) -> String? { nil }
-  /// Forgets the entities the write could not read: it ended.
-  func forgetUnreadable() {}
-  /// Notes as touched the entities of the changes not yet applied, and all of them when a
-  /// layer deletes the whole kind (`wiped`): a prefetch starts reading the type. See
-  /// `_Prefetch.swift`.
-  func touchUnapplied(wiped: Bool) {}
-  /// Notes that every entity of the type may have changed in the store.
-  func touchAll() {}
-  /// Forgets what changed: no prefetch is outstanding any more.
-  func forgetTouched() {}
-}
-
-/// How the map persists entity type `T`, made by ``IdentityMap/persist(_:as:)`` where `T` is
-/// known to be `Codable`, and the type's rows in `_Persistence`'s layers.
-///
-/// NB: rows are kept by type, in arrays, so that a commit allocates no object per change, and a
-/// read finds them by the entity's own id: an op object, an `AnyHashable` key or a dictionary
-/// insert per change cost the committing thread more than the write. Reads index the arrays
-/// when they need to, once per row.
-@usableFromInline
-final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Sendable {
-  // NB: @unchecked because everything is touched under the map's lock, except `unencodable`,
-  // which only the writer touches; it also reads `inFlight`, which only it changes, outside.
-
-  /// NB: unowned(unsafe), by rule 9 of `_Lifetime.swift`: `persistence` holds every persisted
-  /// type (`types`), for its writer, and a strong reference back would keep both, and the
-  /// store, alive forever. Nothing holds a persisted type longer than its persistence: its
-  /// table and its alias slots belong to the map, which holds the persistence, and its ops are
-  /// in the persistence's own changes.
-  @usableFromInline unowned(unsafe) let persistence: _Persistence
-  /// The operations that need `T` to be `Codable`, specialized for `T` where it is known.
-  @usableFromInline let ops: _PersistedOps<T>
-
-  /// The rows of the open layer, in commit order.
-  #if DEBUG
-    @usableFromInline var open: [_Row<T>] = []
-  #else
-    // NB: as the core's parts: the map's lock makes every access exclusive.
-    @exclusivity(unchecked) @usableFromInline var open: [_Row<T>] = []
-  #endif
-  /// The position of the newest row of each id among the first `openIndexed` of `open`, built
-  /// by reads.
-  private var openIndex: [T.ID: Int] = [:]
-  private var openIndexed = 0
-  /// The rows of each layer in flight, in commit order.
-  private var inFlight: [[_Row<T>]] = []
-  /// The position of the newest row of each id in each layer in flight, once a read needed it.
-  private var inFlightIndex: [[T.ID: Int]?] = []
-  /// Rows the writer could not encode: readable for as long as the map lives, unless a newer
-  /// change of the entity is applied.
-  private var stuck: [T.ID: _Row<T>] = [:]
-  /// The positions of the rows of each layer in flight that did not encode, kept until the
-  /// layer is applied. Only on the writer.
-  private var unencodable: [[Int]] = []
-  /// The entities that changed for the store while a prefetch was outstanding, and whether
-  /// all of them may have (a deletion of the whole kind); see `_Prefetch.swift`.
-  #if DEBUG
-    @usableFromInline var touched: Set<T.ID> = []
-  #else
-    @exclusivity(unchecked) @usableFromInline var touched: Set<T.ID> = []
-  #endif
-  @usableFromInline var touchesAll = false
-  /// The entities the write under way could not read from the store: every write of them is
-  /// refused until the write ends (see `_Verdict.unreadable`); the next write reads again.
-  #if DEBUG
-    @usableFromInline var unreadable: Set<T.ID> = []
-  #else
-    @exclusivity(unchecked) @usableFromInline var unreadable: Set<T.ID> = []
-  #endif
-
-  @inlinable
-  init(kind: String, persistence: _Persistence, ops: _PersistedOps<T>) {
-    self.persistence = persistence
-    self.ops = ops
-    super.init(kind: kind)
-  }
-
-  /// Records what the committed write did to `node`. A removal that left a tombstone (see
-  /// `TombstonePolicy`) keeps its stamp, in a record with no payload.
-  @inlinable
-  func _record(_ node: _EntityNode<T>, _ kind: _ChangeKind, stampBefore: Stamp) {
-    let stamp: Stamp? = node.s.stamp.isNaN ? nil : node.s.stamp
-    switch kind {
-    case .inserted, .updated:
-      stage(_Row(id: node.value.id, value: node.value, stamp: stamp))
-    case .unchanged:
-      // NB: `==` to what was stored (or just loaded), but a newer stamp must reach the store,
-      // or a write older than it would be taken after a restart.
-      if !node.s.stamp._isSame(as: stampBefore) {
-        stage(_Row(id: node.value.id, value: node.value, stamp: stamp))
-      }
-    case .removed:
-      let id = node.value.id
-      stage(_Row(id: id, value: nil, stamp: node.table.tombstone(of: id)))
-    }
-  }
-
-  /// Adds `row` to the open layer, after what the write handed over before it.
-  @inlinable
-  func stage(_ row: _Row<T>) {
-    if !persistence.current.isEmpty { persistence.handOverCurrent() }
-    open.append(row)
-    touch(row.id)
-    persistence.hasOpen = true
-  }
-
-  override func wipeOpen() {
-    open.removeAll()
-    openIndex.removeAll()
-    openIndexed = 0
-  }
-
-  override func closeOpen() {
-    inFlight.append(open)
-    inFlightIndex.append(nil)
-    open = []
-    openIndex.removeAll()
-    openIndexed = 0
-  }
-
-  override func startInFlight(_ count: Int) {
-    inFlight = Array(repeating: [], count: count)
-    inFlightIndex = Array(repeating: nil, count: count)
-  }
-
-  override func encode(
-    _ position: Int, _ store: any PersistentStore, into changes: inout [PersistentChange]
-  ) {
-    if position == 0 { unencodable = [] }
-    var skipped: [Int] = []
-    let rows = inFlight[position]
-    if !rows.isEmpty { ops.encode(self, rows, store, &changes, &skipped) }
-    unencodable.append(skipped)
-  }
-
-  /// Appends the changes of `rows`, encoded for `store`, and lists in `skipped` the positions
-  /// of the rows that did not encode.
-  @inlinable
-  func _encode(
-    _ rows: [_Row<T>], _ store: any PersistentStore, into changes: inout [PersistentChange],
-    skipped: inout [Int]
-  ) where T: Codable, T.ID: Codable {
-    changes.reserveCapacity(changes.count + rows.count)
-    for (position, row) in rows.enumerated() {
-      do {
-        let key = try store.encode(row.id)
-        if let value = row.value {
-          changes.append(
-            .save(
-              kind: kind, key: key,
-              record: PersistentRecord(payload: try store.encode(value), stamp: row.stamp)))
-        } else if let stamp = row.stamp {
-          changes.append(.save(kind: kind, key: key, record: .tombstone(stamp: stamp)))
-        } else {
-          changes.append(.delete(kind: kind, key: key))
-        }
-      } catch {
-        // NB: a value that cannot be encoded will not be next time either: it is reported,
-        // and stays readable for as long as the map lives.
-        persistence.report(error, while: "encoding \(kind)(\(row.id))")
-        skipped.append(position)
-      }
-    }
-  }
-
-  override func applied(_ layers: [_StoreLayer]) -> Any {
-    var released: [Any] = [inFlight]
-    for (position, layer) in layers.enumerated() {
-      if persistence.wipes(kind, aliases: false, in: layer) {
-        released.append(stuck)
-        stuck.removeAll()
-      }
-      // NB: a type named while the writer wrote has nothing in these layers.
-      let skipped = position < unencodable.count ? unencodable[position] : []
-      guard !stuck.isEmpty || !skipped.isEmpty else { continue }
-      // NB: in order: the newest row of an entity decides whether it is stuck.
-      var next = skipped.makeIterator()
-      var nextSkipped = next.next()
-      for (index, row) in inFlight[position].enumerated() {
-        if index == nextSkipped {
-          released.append(stuck.updateValue(row, forKey: row.id) as Any)
-          nextSkipped = next.next()
-        } else {
-          released.append(stuck.removeValue(forKey: row.id) as Any)
-        }
-      }
-    }
-    inFlight.removeAll()
-    inFlightIndex.removeAll()
-    unencodable = []
-    return released
-  }
-
-  override func checkLayers(inFlight count: Int) -> String? {
-    guard inFlight.count == count, inFlightIndex.count == count else {
-      return "\(kind): \(inFlight.count) layers in flight, \(count) expected"
-    }
-    guard openIndexed <= open.count else {
-      return "\(kind): \(openIndexed) rows indexed, of \(open.count)"
-    }
-    return nil
-  }
-
-  /// What the unapplied changes say of the entity `id`: those of the write under way first.
-  func unapplied(_ id: T.ID) -> _Unapplied<T> {
-    func state(_ row: _Row<T>) -> _Unapplied<T> {
-      if let value = row.value { return .saved(value, row.stamp) }
-      return row.stamp.map { .tombstone($0) } ?? .deleted
-    }
-    // NB: the write's own deletions are not in a layer until it commits.
-    if persistence.current.contains(where: {
-      $0.deletes(kind, aliases: false) || ($0 as? _RowRemoval<T>)?.id == id
-    }) {
-      return .deleted
-    }
-    for position in openIndexed..<open.count { openIndex[open[position].id] = position }
-    openIndexed = open.count
-    if let position = openIndex[id] { return state(open[position]) }
-    if persistence.wipes(kind, aliases: false, in: persistence.open) { return .deleted }
-    for layer in inFlight.indices.reversed() {
-      if inFlightIndex[layer] == nil {
-        var index: [T.ID: Int] = [:]
-        for (position, row) in inFlight[layer].enumerated() { index[row.id] = position }
-        inFlightIndex[layer] = index
-      }
-      if let position = inFlightIndex[layer]?[id] { return state(inFlight[layer][position]) }
-      if persistence.wipes(kind, aliases: false, in: persistence.inFlight[layer]) {
-        return .deleted
-      }
-    }
-    return stuck[id].map(state) ?? .unknown
-  }
-
-  /// The entity `id` as the store has it (the changes not yet applied included): saved, a
-  /// tombstone, `.deleted` when the store has nothing, or `.failed` when the store could not
-  /// read it. Failures are logged to the map's outbox, naming the entity.
-  ///
-  /// A record that no longer decodes reads as a removed entity whose stamp, if it has one,
-  /// is its tombstone: a write stamped no newer is refused, a newer one replaces the record.
-  ///
-  /// The store is read only when the write's prefetch (see `_Prefetch.swift`) did not read the
-  /// entity, or the entity changed since.
-  ///
-  /// - Parameter listed: The store's record of the entity, when the caller has it already
-  ///   (`loadAll`).
-  func read(_ id: T.ID, _ core: _MapCore, listed: PersistentRecord? = nil) -> _Unapplied<T> {
-    let unapplied = unapplied(id)
-    guard case .unknown = unapplied else { return unapplied }
-    if let prefetched = persistence.prefetched?.typed(T.self), let fetched = prefetched.results[id],
-      !isTouched(id)
-    {
-      return admit(fetched, id, core)
-    }
-    if let listed { return admit(decoded(listed), id, core) }
-    return admit(fetch(id), id, core)
-  }
-
-  /// Reads and decodes the store's record of `id`. Calls the store and the decoder only: the
-  /// map's lock need not be held.
-  func fetch(_ id: T.ID) -> _Fetched<T> {
-    do {
-      guard let record = try persistence.store.record(kind: kind, key: ops.encodeID(id)) else {
-        return .deleted(undecodable: nil)
-      }
-      return decoded(record)
-    } catch {
-      return .failed("\(error)")
-    }
-  }
-
-  /// Reads and decodes every record of the type, tombstones included, with their ids; `nil`
-  /// when the store could not list them, with its error. Calls the store and the decoder only:
-  /// the map's lock need not be held.
-  func fetchAll() -> (records: [(id: T.ID, fetched: _Fetched<T>)], errors: [String])? {
-    let records: [(key: [UInt8], record: PersistentRecord)]
-    do {
-      records = try persistence.store.records(kind: kind)
-    } catch {
-      return nil
-    }
-    var fetched: [(id: T.ID, fetched: _Fetched<T>)] = []
-    var errors: [String] = []
-    fetched.reserveCapacity(records.count)
-    for (key, record) in records {
-      do {
-        fetched.append((try ops.decodeID(key), decoded(record)))
-      } catch {
-        errors.append("reading a key of \(kind): \(error)")
-      }
-    }
-    return (fetched, errors)
-  }
-
-  /// `record` as an entity of `T`: decoded, a tombstone, or what a record that no longer
-  /// decodes reads as.
-  func decoded(_ record: PersistentRecord) -> _Fetched<T> {
-    if record.isTombstone {
-      return record.stamp.map { .tombstone($0, undecodable: nil) } ?? .deleted(undecodable: nil)
-    }
-    do {
-      return .saved(try ops.decode(record.payload), record.stamp)
-    } catch {
-      return record.stamp.map { .tombstone($0, undecodable: "\(error)") }
-        ?? .deleted(undecodable: "\(error)")
-    }
-  }
-
-  /// What the write makes of `fetched`, the entity `id` as read from the store: its failures
-  /// are logged, naming the entity.
-  func admit(_ fetched: _Fetched<T>, _ id: T.ID, _ core: _MapCore) -> _Unapplied<T> {
-    switch fetched {
-    case .saved(let value, let stamp):
-      return .saved(value, stamp)
-    case .tombstone(let stamp, let undecodable):
-      if let undecodable {
-        core.outbox.log { .undecodableRecord(EntityReference(T.self, id: id), undecodable) }
-      }
-      return .tombstone(stamp)
-    case .deleted(let undecodable):
-      if let undecodable {
-        core.outbox.log { .undecodableRecord(EntityReference(T.self, id: id), undecodable) }
-      }
-      return .deleted
-    case .failed(let error):
-      core.outbox.log {
-        .persistenceFailed(
-          "reading \(T.self)(\(id)): \(error); its writes are refused until it reads",
-          entity: EntityReference(T.self, id: id))
-      }
-      return .failed
-    }
-  }
-
-  // MARK: What changed while a prefetch read
-
-  /// Notes that the entity `id` changed for the store while a prefetch is outstanding.
-  @inlinable
-  func touch(_ id: T.ID) {
-    if persistence.prefetching > 0 { touched.insert(id) }
-  }
-
-  /// Whether the entity `id` may have changed in the store since a prefetch began reading.
-  @inlinable
-  func isTouched(_ id: T.ID) -> Bool {
-    touchesAll || (!touched.isEmpty && touched.contains(id))
-  }
-
-  override func touchUnapplied(wiped: Bool) {
-    if wiped { touchesAll = true }
-    for row in open { touched.insert(row.id) }
-    for layer in inFlight { for row in layer { touched.insert(row.id) } }
-    for id in stuck.keys { touched.insert(id) }
-  }
-
-  override func touchAll() {
-    touchesAll = true
-  }
-
-  override func forgetTouched() {
-    touched.removeAll()
-    touchesAll = false
-  }
-
-  /// Marks `id` as unreadable until the write under way ends.
-  func markUnreadable(_ id: T.ID) {
-    if unreadable.isEmpty { persistence.unreadableTypes.append(self) }
-    unreadable.insert(id)
-  }
-
-  override func forgetUnreadable() {
-    unreadable.removeAll()
-  }
-
-  /// The ids of the entities saved by the changes not yet applied, which the store's own
-  /// records may not list yet.
-  func unappliedIDs() -> [T.ID] {
-    var ids = open.compactMap { $0.value == nil ? nil : $0.id }
-    for layer in inFlight { ids += layer.compactMap { $0.value == nil ? nil : $0.id } }
-    ids += stuck.values.compactMap { $0.value == nil ? nil : $0.id }
-    return ids
-  }
-
-  /// The tombstones of the type the store has, with their ids; failures are logged, and read
-  /// as none.
-  @usableFromInline
-  func storedTombstones(_ core: _MapCore) -> [(id: T.ID, stamp: Stamp)] {
-    let fetched =
-      persistence.prefetched?.typed(T.self).flatMap { touchesAll ? nil : $0.tombstones }
-      ?? fetchTombstones()
-    switch fetched {
-    case .success(let tombstones): return tombstones
-    case .failure(let error):
-      core.outbox.log { [kind] in .persistenceFailed("listing the tombstones of \(kind): \(error)")
-      }
-      return []
-    }
-  }
-
-  /// Reads the store's tombstones of the type, with their ids. Calls the store and the
-  /// decoder only: the map's lock need not be held.
-  @usableFromInline
-  func fetchTombstones() -> Result<[(id: T.ID, stamp: Stamp)], any Error> {
-    Result {
-      try persistence.store.tombstones(kind: kind).map { (try ops.decodeID($0.key), $0.stamp) }
-    }
-  }
-
-  /// Every record of the type the store lists, with their ids; failures are logged, and
-  /// read as none.
-  func listed(_ core: _MapCore) -> [(id: T.ID, record: PersistentRecord)] {
-    let records: [(key: [UInt8], record: PersistentRecord)]
-    do {
-      records = try persistence.store.records(kind: kind)
-    } catch {
-      core.outbox.log { [kind] in .persistenceFailed("listing \(kind): \(error)") }
-      return []
-    }
-    return records.compactMap { key, record in
-      do {
-        return (try ops.decodeID(key), record)
-      } catch {
-        core.outbox.log { [kind] in .persistenceFailed("reading a key of \(kind): \(error)") }
-        return nil
-      }
-    }
-  }
-
-  /// The change of the alias `name` to `entities` (`nil` for its removal), stamped `stamp`, as
-  /// the store is to apply it.
-  @inlinable
-  func aliasChange(name: String, entities: [T]?, stamp: Stamp?) -> _PersistOp {
-    guard let entities else { return _AliasOp(name: name, kind: nil, values: nil, stamp: nil) }
-    return ops.saveAlias(name, kind, entities, stamp)
-  }
-
-  /// The ids the alias `name` names, as the store has them, with the alias's stamp:
-  /// `.deleted` when the store has no such alias (or one whose ids no longer decode, logged),
-  /// `.failed` when it could not read it (logged). The store is read only when the write's
-  /// prefetch did not read the alias, or it changed since.
-  func readAlias(_ name: String, _ core: _MapCore) -> _Unapplied<[T.ID]> {
-    switch persistence.unappliedAlias(name, kind: kind) {
-    case .saved(let values, let stamp): return .saved((values as? [T] ?? []).map(\.id), stamp)
-    case .deleted, .tombstone, .failed: return .deleted
-    case .unknown: break
-    }
-    let prefetched = persistence.prefetched?.typed(T.self)?.aliases[name]
-    switch prefetched.flatMap({ persistence.isTouched(alias: name) ? nil : $0 }) ?? fetchAlias(name)
-    {
-    case .saved(let ids, let stamp):
-      return .saved(ids, stamp)
-    case .deleted(let undecodable):
-      if let undecodable {
-        core.outbox.log { .persistenceFailed("reading alias \"\(name)\": \(undecodable)") }
-      }
-      return .deleted
-    case .failed(let error):
-      core.outbox.log {
-        .persistenceFailed(
-          "reading alias \"\(name)\": \(error); its writes are refused until it reads")
-      }
-      return .failed
-    }
-  }
-
-  /// Reads the alias `name` from the store, and decodes the ids it names. Calls the store and
-  /// the decoder only: the map's lock need not be held.
-  func fetchAlias(_ name: String) -> _FetchedAlias<T.ID> {
-    let record: PersistentRecord?
-    do {
-      record = try persistence.store.aliasRecord(named: name)
-    } catch {
-      return .failed("\(error)")
-    }
-    guard let record else { return .deleted(nil) }
-    do {
-      return .saved(try ops.decodeIDs(record.payload), record.stamp)
-    } catch {
-      return .deleted("\(error)")
-    }
-  }
-}
-
-/// One unapplied change of an entity: its value and stamp, or its deletion.
-@usableFromInline
-struct _Row<T: Identifiable> {
-  @usableFromInline let id: T.ID
-  /// The value saved, or `nil` for a deletion.
-  @usableFromInline let value: T?
-  @usableFromInline let stamp: Stamp?
-
-  @inlinable
-  init(id: T.ID, value: T?, stamp: Stamp?) {
-    self.id = id
-    self.value = value
-    self.stamp = stamp
-  }
-}
-
-/// The deletion of an entity found by a load (see `admitLoaded`), which, unlike the rows a
-/// commit records, a rollback must be able to drop; with `tombstone`, the record of the
-/// tombstone it leaves.
-@usableFromInline
-final class _RowRemoval<T: Identifiable & Sendable>: _PersistOp, @unchecked Sendable {
-  let persisted: _Persisted<T>
-  let id: T.ID
-  let tombstone: Stamp?
-
-  @usableFromInline
-  init(_ persisted: _Persisted<T>, id: T.ID, tombstone: Stamp? = nil) {
-    self.persisted = persisted
-    self.id = id
-    self.tombstone = tombstone
-  }
-
-  override func handOver(to _: _Persistence) {
-    persisted.open.append(_Row(id: id, value: nil, stamp: tombstone))
-    persisted.touch(id)
-  }
-}
-
-/// The persistence operations on `T` that need it to be `Codable`, as closures.
-///
-/// NB: made by an `@inlinable` initializer, called where ``IdentityMap/persist(_:as:)`` is, in
-/// code specialized for `T`: run from the engine's type-erased code, generic methods would
-/// look up `T`'s metadata (and its tuples' and dictionaries') on every commit.
-@usableFromInline
-struct _PersistedOps<T: Identifiable & Sendable> {
-  /// `_Persisted._encode`, specialized.
-  @usableFromInline let encode:
-    (_Persisted<T>, [_Row<T>], any PersistentStore, inout [PersistentChange], inout [Int]) -> Void
-  /// The op saving an alias naming entities of `T`, given their values.
-  @usableFromInline let saveAlias: (String, String, [T], Stamp?) -> _AliasOp
-  @usableFromInline let decode: ([UInt8]) throws -> T
-  @usableFromInline let decodeIDs: ([UInt8]) throws -> [T.ID]
-  @usableFromInline let decodeID: ([UInt8]) throws -> T.ID
-  @usableFromInline let encodeID: (T.ID) throws -> [UInt8]
-
-  @inlinable
-  init(store: any PersistentStore) where T: Codable, T.ID: Codable {
-    encode = { persisted, rows, store, changes, skipped in
-      persisted._encode(rows, store, into: &changes, skipped: &skipped)
-    }
-    saveAlias = { name, kind, values, stamp in
-      _AliasSave(name: name, kind: kind, values: values, stamp: stamp)
-    }
-    decode = { try store.decode(T.self, from: $0) }
-    decodeIDs = { try store.decode([T.ID].self, from: $0) }
-    decodeID = { try store.decode(T.ID.self, from: $0) }
-    encodeID = { try store.encode($0) }
-  }
-}
-
-/// The save of an alias naming entities of `T`.
-@usableFromInline
-final class _AliasSave<T: Identifiable & Codable & Sendable>: _AliasOp, @unchecked Sendable
-where T.ID: Codable {
-  let entities: [T]
-
-  @usableFromInline
-  init(name: String, kind: String, values: [T], stamp: Stamp?) {
-    entities = values
-    super.init(name: name, kind: kind, values: values, stamp: stamp)
-  }
-
-  override func change(_ store: any PersistentStore) throws -> PersistentChange {
-    .saveAlias(
-      name: name, kind: kind ?? "",
-      record: PersistentRecord(payload: try store.encode(entities.map(\.id)), stamp: stamp))
-  }
-}
-
-/// An entity of a persisted type, by kind and id: what a load is loading.
-struct _RowKey: Hashable, @unchecked Sendable {
-  // NB: @unchecked for `AnyHashable`, which holds an entity id.
-  let kind: String
-  let id: AnyHashable
-}
-
 extension _MapCore {
   /// Starts persisting `T` under `kind`.
   @inlinable
@@ -999,6 +392,39 @@ extension _MapCore {
     return alive ? Array(found) : []
   }
 
+  // MARK: Flush, save and restore
+
+  /// See ``IdentityMap/flush()``.
+  func flush() throws {
+    guard let persistence else { return }
+    checkOutsideWrites("flush()")
+    try persistence.flush()
+  }
+
+  /// See ``IdentityMap/save(to:)``.
+  func save(to path: String) throws {
+    guard let persistence else {
+      preconditionFailure("Concord: save(to:) needs a map made with a store (persistence:)")
+    }
+    checkOutsideWrites("save(to:)")
+    try persistence.flush { try persistence.store.save(to: path) }
+  }
+
+  /// See ``IdentityMap/restore(from:)``: on the persistence writer, which applies nothing else
+  /// meanwhile, the store takes the snapshot with none of the map's locks held, then memory is
+  /// made to agree with it (see "Restoring a save slot" below).
+  func restore(from path: String) throws {
+    guard let persistence else {
+      preconditionFailure("Concord: restore(from:) needs a map made with a store (persistence:)")
+    }
+    checkOutsideWrites("restore(from:)")
+    try persistence.flush {
+      try persistence.applyPending()
+      try persistence.store.restore(from: path)
+      reloadPersistedReading()
+    }
+  }
+
   /// Lists, for `removeAll`, the deletion of every persisted type's rows and aliases.
   func persistRemovingAll() {
     guard let persistence else { return }
@@ -1014,11 +440,9 @@ extension _MapCore {
     removeAll()
     persistence?.current.append(_WipeOp(.deleteEverything))
   }
-}
 
-// MARK: - Aliases
+  // MARK: Aliases
 
-extension _MapCore {
   /// Readies the alias `id`, whose value is a `T` (or, with `list`, an array of them), for
   /// persistence when `T` is persisted: its slot persists its changes from now on, and the first
   /// time, loads the value the store has for it.
@@ -1079,50 +503,127 @@ extension _MapCore {
     guard audience.persistedTypes > 0, let persistence else { return }
     persistence.current.append(_AliasOp(name: name, kind: nil, values: nil, stamp: nil))
   }
-}
 
-extension _Table {
-  /// Whether the store failed to read the entity `id` in the write under way; see
-  /// `_Verdict.unreadable`.
+  // MARK: Restoring a save slot
+  //
+  // Restoring a save slot (`IdentityMap.restore(from:)`): once the store holds the snapshot, one
+  // write makes memory agree with it. Every entity of a persisted type in memory, and every alias
+  // that persists, takes the store's value and stamp whatever the stamps say (its stamp is
+  // forgotten first, so the write is accepted), or goes if the store has none; the tombstones of
+  // persisted types become the store's; and each live query of a persisted type is given the
+  // entities only the store has. The journal records it all as one write, so each handle, query
+  // and alias is told once, at commit.
+
+  /// Makes memory agree with what the store holds now (see the top of this file): what memory
+  /// holds of the store is read, and decoded, outside the lock, then admitted in one write.
   ///
-  /// - Complexity: O(1); one check of an optional while the type is not persisted.
-  @inlinable
-  func cannotRead(_ id: T.ID) -> Bool {
-    guard let persisted, !persisted.unreadable.isEmpty else { return false }
-    return persisted.unreadable.contains(id)
-  }
-}
-
-/// The persisted entities a value nests, at any depth, that are not in memory: listed as loads
-/// for `_MapCore.loadMissing(in:schema:)`, or, with `prefetch`, asked of a prefetch, to be read
-/// outside the lock (`_MapCore.writeReading(_:_:)`). Under the map's lock.
-@usableFromInline
-final class _MissingEntities: _NestedVisitor {
-  /// NB: unowned(unsafe), by rule 7 of `_Lifetime.swift`: the walk runs within a call on the
-  /// map, which its caller holds.
-  @usableFromInline unowned(unsafe) let core: _MapCore
-  /// Where the entities are asked for; `nil` to list loads instead.
-  @usableFromInline let prefetch: _Prefetch?
-  @usableFromInline var loads: [(_MapCore) -> Void] = []
-
-  @inlinable
-  init(_ core: _MapCore, prefetch: _Prefetch? = nil) {
-    self.core = core
-    self.prefetch = prefetch
-  }
-
-  @usableFromInline
-  override func visit<C: Identifiable & Sendable>(_ child: C) {
-    core.withTable(C.self) { table in
-      if let persisted = table.persisted, table.node(child.id) == nil {
-        if let prefetch, let persistence = core.persistence {
-          prefetch.want(child.id, of: persisted, in: table, persistence)
-        } else {
-          let id = child.id
-          loads.append { core in core.loadIfMissing(C.self, id: id) }
-        }
+  /// NB: one write, so that each handle, query and alias is told once; it only assigns what
+  /// was decoded, reading the store under the lock only for what a write made meanwhile.
+  func reloadPersistedReading() {
+    // NB: a prefetch still out read the file the restore replaced.
+    lock.withLock { persistence?.touchEverything() }
+    let prefetch = prefetch { prefetch, persistence in
+      for table in registry.tables where table.isPersisted {
+        table.queries.wantReload(table, prefetch, persistence)
       }
-      visitNested(in: child, schema: table.schema)
+      for node in registry.aliases.values { node.witness.wantAlias(node, prefetch, persistence) }
+    }
+    admitting(prefetch, ending: true) { reloadPersisted() }
+  }
+
+  /// Makes memory agree with what the store holds now, in the write under way.
+  func reloadPersisted() {
+    // NB: listed before anything changes, unretained: the tables and the alias slots hold the
+    // nodes, and a node the reload removes goes to the graveyard, released after the lock
+    // (rules 2 and 3 of `_Lifetime.swift`).
+    var nodes: [Unmanaged<_AnyNode>] = []
+    let tables = registry.tables.filter(\.isPersisted)
+    for table in tables { table.forEachNode { nodes.append(.passUnretained($0)) } }
+    for node in registry.aliases.values { nodes.append(.passUnretained(node)) }
+    // NB: the old tombstones first, so that none refuses what the reload brings back.
+    for table in tables { table.queries.clearTombstones(table, self) }
+    for node in nodes {
+      node._withUnsafeGuaranteedRef { node in
+        guard node.s.flags.contains(.registered), !node.s.flags.contains(.removed) else { return }
+        node.witness.reloadFromStore(node, self)
+      }
+    }
+    for table in tables { table.queries.reloadFromStore(table, self) }
+  }
+
+  /// Gives `node` the value the store has for it now, or removes it if the store has none.
+  @usableFromInline
+  func reload<T: Identifiable & Sendable>(_ node: _EntityNode<T>, from persisted: _Persisted<T>) {
+    switch persisted.read(node.value.id, self) {
+    case .failed:
+      // NB: kept as it is: the store, which has the snapshot's record, could not read it, and
+      // removing it would tell its holders that the snapshot has none (logged by the read).
+      return
+    case .saved(let value, let stamp):
+      let schema = node.table.schema
+      if !schema.isLeaf { loadMissing(in: value, schema: schema) }
+      node.s.stamp = .nan
+      // NB: as a load, the nested entities in memory keep their values (each takes its own
+      // from the store), and the root does not merge: the store's value is the whole truth.
+      pass.run(
+        into: node, payload: value, stamp: stamp, call: nil, verdict: .accepted, nesting: .load,
+        mergeFromDepth: 1)
+    case .tombstone, .deleted, .unknown:
+      remove([node], persisting: false, entombing: false)
+    }
+  }
+
+  /// Gives the alias `node` the value the store has for it now (`make` makes it from its
+  /// entities), or empties it if the store has none.
+  @usableFromInline
+  func reload<T: Identifiable & Sendable, Wrapped: Sendable>(
+    _ node: _AliasNode<Wrapped>, from persisted: _Persisted<T>, make: ([T]) -> Wrapped?
+  ) {
+    var value: Wrapped?
+    var stamp: Stamp?
+    switch persisted.readAlias(node.id.name, self) {
+    case .saved(let ids, let saved):
+      for id in ids { loadIfMissing(T.self, id: id) }
+      let table = registry.table(for: T.self)
+      // NB: kept as it is when the store could not read one of its entities, or the alias
+      // itself (logged): written without them, the snapshot's record would lose them.
+      guard !ids.contains(where: table.cannotRead) else { return }
+      value = make(ids.compactMap { table.node($0)?.value })
+      stamp = saved
+    case .failed: return
+    case .deleted, .tombstone, .unknown: break
+    }
+    guard let value else {
+      if node.witness.holdsAliasValue(node) || !node.s.stamp.isNaN { emptyAlias(node) }
+      return
+    }
+    node.s.stamp = .nan
+    pass.run(
+      into: node, payload: value, stamp: stamp, call: nil, verdict: .accepted, nesting: .load,
+      mergeFromDepth: 1)
+  }
+
+  /// Takes the store's tombstones of `T`, and gives its live queries the entities only the
+  /// store has: loaded, they are told to the queries as inserted (collectors hear nothing of
+  /// them), and released when the write ends unless a query holds them.
+  ///
+  /// - Complexity: O(tombstones of `T` in the store); with live queries, O(records of `T`).
+  @usableFromInline
+  func reloadTable<T: Identifiable & Sendable>(_ table: _Table<T>, from persisted: _Persisted<T>) {
+    if tombstones.limit > 0 {
+      table.adoptStoredTombstones(persisted.storedTombstones(self), self)
+    }
+    guard let consumers = table.consumers, !consumers.queryNodes.isEmpty else { return }
+    // NB: from what the restore read outside the lock, unless it could not list the kind.
+    let ids: [T.ID]
+    if let listed = persistence?.prefetched?.typed(T.self)?.listed, !persisted.touchesAll {
+      ids = listed
+    } else {
+      ids = persisted.listed(self).compactMap { $0.record.isTombstone ? nil : $0.id }
+    }
+    for id in ids where table.node(id) == nil {
+      load(id, into: table)
+      if let node = table.node(id) { consumers._feedQueries(node, .inserted, old: nil, self) }
     }
   }
 }

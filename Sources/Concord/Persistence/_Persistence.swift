@@ -122,6 +122,14 @@ final class _Persistence: @unchecked Sendable {
     writer.asyncAfter(deadline: .now() + Self.gathering) { self.write() }
   }
 
+  /// How many changes of the write under way are listed: a transaction's savepoint.
+  var pendingCount: Int { current.count }
+
+  /// Forgets the changes listed since a transaction's savepoint: it rolled back.
+  func rollBack(to savepoint: Int) {
+    if current.count > savepoint { current.removeSubrange(savepoint...) }
+  }
+
   /// Forgets the entities and aliases the write could not read.
   func forgetUnreadable() {
     for persisted in unreadableTypes { persisted.forgetUnreadable() }

@@ -130,7 +130,7 @@ final class _Consumers<T: Identifiable & Sendable> {
   @usableFromInline
   func counted(_ delta: Int, _ core: _MapCore) {
     count += delta
-    core.audience.consumers += delta
+    core.audience.consumersChanged(by: delta)
     if count == 0 { table.consumers = nil }
   }
 }

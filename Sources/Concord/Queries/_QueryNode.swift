@@ -179,7 +179,7 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
     value.remove(at: index)
     members.remove(at: index)
     memberIDs.remove(ObjectIdentifier(node))
-    core.lifetime.dropExternalHold(on: node, graveyard: &core.outbox.graveyard)
+    core.dropExternalHold(on: node)
   }
 
   /// Fills the result with `nodes`, which match, and holds them. They are unretained: their
@@ -223,7 +223,7 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
     memberIDs = []
     for member in dropped {
       member.node._withUnsafeGuaranteedRef {
-        core.lifetime.dropExternalHold(on: $0, graveyard: &core.outbox.graveyard)
+        core.dropExternalHold(on: $0)
       }
     }
   }

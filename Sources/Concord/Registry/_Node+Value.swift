@@ -197,7 +197,7 @@ extension _Node {
     // NB: a node none of whose occurrences applies keeps its winner's verdict.
     guard let merged, applies else { return }
     pass.claims[index].payload = pass.withCore {
-      stash.append(merged, enlistingIn: &$0.journal.stashes)
+      $0.journal.keep(merged, in: stash)
     }
     pass.claims[index].verdict = .accepted
     pass.claims[index].stamp = stamp

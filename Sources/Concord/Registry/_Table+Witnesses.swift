@@ -28,7 +28,8 @@ extension _Table {
     hooks.unregister = { node, core in
       let node = entity(node)
       let table = node.table
-      guard table.remove(node, into: &core.outbox.graveyard) else { return }
+      guard table.remove(node) else { return }
+      core.outbox.bury(node)
       node.s.flags.remove(.registered)
       core.registry.liveCount -= 1
       // NB: a removal reaches the indexes with the change log; a release never does.
@@ -130,7 +131,7 @@ extension _Table {
       let node = alias(node)
       if core.registry.aliases[node.id] === node {
         // NB: released after the lock, with the outbox, like every node a write drops.
-        core.outbox.graveyard.append(node)
+        core.outbox.bury(node)
         core.registry.aliases[node.id] = nil
       }
       node.s.flags.remove(.registered)

@@ -255,15 +255,14 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
     return slot._withUnsafeGuaranteedRef { body($0, created) }
   }
 
-  /// Takes `node` out if it is its id's entry; the table's retain moves to `graveyard`, so that
-  /// the node is released after the lock. Returns whether it was there.
+  /// Takes `node` out if it is its id's entry, and gives back the table's retain of it.
+  /// Returns whether it was there: the caller, which holds `node`, then buries it in the
+  /// write's graveyard, so that it is released after the lock (rules 2 and 3 of
+  /// `_Lifetime.swift`).
   @inlinable
-  func remove(_ node: _EntityNode<T>, into graveyard: inout [AnyObject]) -> Bool {
-    // NB: the caller holds `node`; the table's own retain goes once the graveyard has one
-    // (rules 2 and 3 of `_Lifetime.swift`).
+  func remove(_ node: _EntityNode<T>) -> Bool {
     let slot = Unmanaged.passUnretained(node)
     guard slots.remove(node.value.id, ifNodeIs: slot) else { return false }
-    graveyard.append(node)
     slot.release()
     return true
   }

@@ -221,6 +221,28 @@ struct _Tombstones {
     serial += 1
     return serial
   }
+
+  /// Counts `delta` more tombstones in the tables (fewer, when negative).
+  @inlinable mutating func counted(_ delta: Int) {
+    count += delta
+  }
+
+  /// Whether the tables hold more tombstones than the limit.
+  @inlinable var isOverLimit: Bool { count > limit }
+
+  /// Records how to put back a change made inside the open transactions; see `undo`.
+  @inlinable mutating func recordUndo(_ undo: @escaping (_MapCore) -> Void) {
+    self.undo.append(undo)
+  }
+
+  /// How many undos the open transactions recorded: a transaction's savepoint.
+  var undoCount: Int { mutating get { undo.count } }
+
+  /// The newest undo recorded after a transaction's `savepoint`, taken off the list: the
+  /// caller runs it (see `_MapCore.rollBack(to:)`). `nil` once there is none.
+  mutating func popUndo(after savepoint: Int) -> ((_MapCore) -> Void)? {
+    undo.count > savepoint ? undo.removeLast() : nil
+  }
 }
 
 extension _Table {
@@ -256,7 +278,7 @@ extension _Table {
     guard core.tombstones.limit > 0, !stamp.isNaN else { return }
     let tomb = _Tomb(stamp: stamp, serial: core.tombstones.nextSerial())
     let previous = tombstones.insert(id, tomb, in: &slots)
-    if previous == nil { core.tombstones.count += 1 }
+    if previous == nil { core.tombstones.counted(1) }
     noteUndo(id, previous, core)
     didEntomb(core)
   }
@@ -269,13 +291,13 @@ extension _Table {
     assert(tombstone(of: id) == nil, "Concord: a stored entity has a tombstone")
     tombstones.entomb(
       at: bucket, id, _Tomb(stamp: stamp, serial: core.tombstones.nextSerial()), in: &slots)
-    core.tombstones.count += 1
+    core.tombstones.counted(1)
     didEntomb(core)
   }
 
   /// Forgets the oldest tombstones beyond the limit, and drops stale records if they are many.
   @inlinable func didEntomb(_ core: _MapCore) {
-    while core.tombstones.count > core.tombstones.limit { core.evictOldestTombstone() }
+    while core.tombstones.isOverLimit { core.evictOldestTombstone() }
     compactTombstones(core)
   }
 
@@ -288,7 +310,7 @@ extension _Table {
   /// Forgets the tombstone of the entity `id`, stored again.
   @inlinable func unentomb(_ id: T.ID, _ core: _MapCore) {
     guard let previous = tombstones.remove(id, in: &slots) else { return }
-    core.tombstones.count -= 1
+    core.tombstones.counted(-1)
     noteUndo(id, previous, core)
     compactTombstones(core)
   }
@@ -297,11 +319,11 @@ extension _Table {
   /// write's other changes.
   @inlinable func evictOldestTombstone(_ core: _MapCore) {
     guard let (id, tomb) = tombstones.removeOldest(in: &slots) else { return }
-    core.tombstones.count -= 1
+    core.tombstones.counted(-1)
     persisted?.stage(_Row(id: id, value: nil, stamp: nil))
     guard core.journal.level > 0 else { return }
-    core.tombstones.undo.append { core in
-      if !self.tombstones.put(id, tomb, in: &self.slots) { core.tombstones.count += 1 }
+    core.tombstones.recordUndo { core in
+      if !self.tombstones.put(id, tomb, in: &self.slots) { core.tombstones.counted(1) }
       // NB: the deletion of its record was staged at once: the record goes back after it.
       self.persisted?.stage(_Row(id: id, value: nil, stamp: tomb.stamp))
     }
@@ -324,47 +346,26 @@ extension _Table {
   /// Forgets every tombstone of the table.
   @inlinable func clearTombstones(_ core: _MapCore) {
     guard hasTombstones else { return }
-    core.tombstones.count -= slots.tombCount
+    core.tombstones.counted(-slots.tombCount)
     guard core.journal.level > 0 else { return tombstones.removeAll(in: &slots) }
     // NB: the records stay as they are for the undo, which files the live ones again.
     let saved = tombstones
     var live: [(id: T.ID, mark: Int)] = []
     slots.forEachTomb { live.append(($0, $1)) }
     tombstones.removeAll(in: &slots)
-    core.tombstones.undo.append { core in
+    core.tombstones.recordUndo { core in
       self.tombstones = saved
       for (id, mark) in live { self.slots.insertTomb(id, mark: mark) }
-      core.tombstones.count += live.count
+      core.tombstones.counted(live.count)
     }
   }
 
   /// Inside a transaction, records how to put back `previous` as the tombstone of `id`.
   @inlinable func noteUndo(_ id: T.ID, _ previous: _Tomb?, _ core: _MapCore) {
     guard core.journal.level > 0 else { return }
-    core.tombstones.undo.append { core in
+    core.tombstones.recordUndo { core in
       let had = self.tombstones.put(id, previous, in: &self.slots)
-      core.tombstones.count += (previous == nil ? 0 : 1) - (had ? 1 : 0)
+      core.tombstones.counted((previous == nil ? 0 : 1) - (had ? 1 : 0))
     }
-  }
-}
-
-extension _MapCore {
-  /// Forgets the oldest tombstone of any table.
-  ///
-  /// - Complexity: O(tables).
-  @usableFromInline
-  func evictOldestTombstone() {
-    var oldest: (table: _AnyTable, serial: UInt64)?
-    for table in registry.tables {
-      if let serial = table.queries.oldestTombstone(table), serial < oldest?.serial ?? .max {
-        oldest = (table, serial)
-      }
-    }
-    oldest.map { $0.table.queries.evictTombstone($0.table, self) }
-  }
-
-  /// Puts the tombstones back as they were when the transaction of `savepoint` began.
-  func rollBackTombstones(to savepoint: Int) {
-    while tombstones.undo.count > savepoint { tombstones.undo.removeLast()(self) }
   }
 }
