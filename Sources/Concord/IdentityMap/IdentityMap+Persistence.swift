@@ -56,7 +56,7 @@ extension IdentityMap {
   @inlinable
   public func persist<T: Identifiable & Codable & Sendable>(_ type: T.Type, as kind: String)
   where T.ID: Codable {
-    _core.write { _core.persist(T.self, kind: kind) }
+    _core.adoptStoredTombstones(of: _core.write { _core.persist(T.self, kind: kind) })
   }
 
   /// Waits until every write committed so far has reached the store, then throws the first

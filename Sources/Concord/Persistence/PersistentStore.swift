@@ -10,8 +10,12 @@
 ///
 /// - ``apply(_:)`` on the map's background writer, one call per group of consecutive commits,
 ///   in commit order. The calling thread of a write never waits for it.
-/// - ``record(kind:key:)`` on the thread of a `find` (or a write) that needs an entity not in
-///   memory, while the map's lock is held. Keep it short: a primary-key lookup.
+/// - ``record(kind:key:)``, ``records(kind:)``, ``aliasRecord(named:)`` and
+///   ``tombstones(kind:)`` on the thread of a `find`, a query, or a write that needs an entity
+///   not in memory, with none of the map's locks held: the map decodes what they return, then
+///   takes its lock to admit it. Inside an `update` or transaction body, which runs under the
+///   map's lock, the map reads there, so keep ``record(kind:key:)`` short: a primary-key
+///   lookup.
 ///
 /// ``encode(_:)`` and ``decode(_:from:)`` run on either. A store must be safe to call from
 /// several threads at once.

@@ -16,18 +16,39 @@
 // each occurrence with the stored entity (stamps, merging) as it would in memory.
 
 extension _MapCore {
-  /// Starts persisting `T` under `kind`.
+  /// Starts persisting `T` under `kind`. Returns the persisted type when the map keeps
+  /// tombstones, for `adoptStoredTombstones(of:)`; `nil` when it keeps none, or `T` was
+  /// persisted already.
   @inlinable
-  func persist<T: Identifiable & Codable & Sendable>(_: T.Type, kind: String) where T.ID: Codable {
-    guard let persistence = checkPersistable(T.self, kind: kind) else { return }
+  func persist<T: Identifiable & Codable & Sendable>(_: T.Type, kind: String) -> _Persisted<T>?
+  where T.ID: Codable {
+    guard let persistence = checkPersistable(T.self, kind: kind) else { return nil }
     let table = registry.table(for: T.self)
     let persisted = _Persisted<T>(
       kind: kind, persistence: persistence, ops: _PersistedOps(store: persistence.store))
     table.persisted = persisted
     persistence.register(persisted)
-    audience.consumers += 1
+    audience.consumersChanged(by: 1)
     audience.persistedTypes += 1
-    if tombstones.limit > 0 { table.adoptStoredTombstones(persisted.storedTombstones(self), self) }
+    return tombstones.limit > 0 ? persisted : nil
+  }
+
+  /// Keeps the tombstones the store has of `persisted`'s type, as far as the limit goes (see
+  /// `_Table.adoptStoredTombstones`), read outside the lock unless the calling thread is in
+  /// one of the map's frames.
+  @usableFromInline
+  func adoptStoredTombstones<T: Identifiable & Sendable>(of persisted: _Persisted<T>?) {
+    guard let persisted else { return }
+    let prefetch = prefetch { prefetch, persistence in
+      let typed = prefetch.of(persisted)
+      typed.noteReading(persistence)
+      typed.wantsTombstones = true
+    }
+    admitting(prefetch, ending: true) {
+      withTable(T.self) { table in
+        table.adoptStoredTombstones(persisted.storedTombstones(self), self)
+      }
+    }
   }
 
   /// Checks that `T` may be persisted under `kind`, and records it; `nil` when it already is.

@@ -417,10 +417,13 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
   /// as none.
   @usableFromInline
   func storedTombstones(_ core: _MapCore) -> [(id: T.ID, stamp: Stamp)] {
-    let fetched =
-      persistence.prefetched?.typed(T.self).flatMap { touchesAll ? nil : $0.tombstones }
-      ?? fetchTombstones()
-    switch fetched {
+    // NB: from what a prefetch read, but for the entities that changed since.
+    if let prefetched = persistence.prefetched?.typed(T.self)?.tombstones, !touchesAll,
+      case .success(let tombstones) = prefetched
+    {
+      return tombstones.filter { !isTouched($0.id) }
+    }
+    switch fetchTombstones() {
     case .success(let tombstones): return tombstones
     case .failure(let error):
       core.outbox.log { [kind] in .persistenceFailed("listing the tombstones of \(kind): \(error)")
