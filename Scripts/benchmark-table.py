@@ -19,6 +19,7 @@ import math
 import os
 import re
 import sys
+import textwrap
 
 BEGIN = "<!-- benchmark-table -->"
 END = "<!-- /benchmark-table -->"
@@ -188,7 +189,8 @@ def markdown(rows, meta):
     if baseline:
         header.append(f"× floor, {baseline['commit'][:7]}")
         align.append("---:")
-    lines = [caption(meta), "", "| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
+    wrapped = textwrap.fill(caption(meta), 96, break_long_words=False, break_on_hyphens=False)
+    lines = [wrapped, "", "| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
     for row in rows:
         new = row["new"]
         shown = new["shown"]
@@ -450,19 +452,21 @@ def results_document(rows, meta):
     return dumps(rounded(document)) + "\n"
 
 
-def replace_block(readme, block):
+def replace_block(readme, block, write=True):
+    """The README with its block between the marker lines replaced (written unless write=False)."""
     try:
         with open(readme, encoding="utf-8") as file:
             text = file.read()
     except OSError as error:
         fail(f"cannot read {readme}: {error}")
-    if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
-        fail(f"{readme} needs exactly one {BEGIN} ... {END} block, in that order")
-    before, rest = text.split(BEGIN, 1)
-    _, after = rest.split(END, 1)
-    updated = f"{before}{BEGIN}\n{block}{END}{after}"
-    with open(readme, "w", encoding="utf-8") as file:
-        file.write(updated)
+    pattern = re.compile(rf"^{re.escape(BEGIN)}\n.*?^{re.escape(END)}$", re.MULTILINE | re.DOTALL)
+    blocks = pattern.findall(text)
+    if len(blocks) != 1:
+        fail(f"{readme} needs one block from a line {BEGIN} to a line {END}; it has {len(blocks)}")
+    updated = pattern.sub(lambda _: f"{BEGIN}\n{block}{END}", text)
+    if write:
+        with open(readme, "w", encoding="utf-8") as file:
+            file.write(updated)
 
 
 def write_file(path, content):
@@ -528,6 +532,8 @@ def command_write(arguments):
         "svg_link": os.path.relpath(os.path.abspath(svg_path), readme_directory),
     }
     table = markdown(rows, meta)
+    if arguments.readme:
+        replace_block(arguments.readme, table, write=False)  # Its markers, before any writing.
     write_file(json_path, results_document(rows, meta))
     write_file(svg_path, svg(rows, meta))
     written = [json_path, svg_path]
