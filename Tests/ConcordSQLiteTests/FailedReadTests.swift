@@ -83,13 +83,7 @@ struct FailedReadTests {
       try map.flush()
     }
     let store = try ReadFailingStore(path: directory.database)
-    let map = IdentityMap(logger: logger, persistence: store)
-    map.persist(Issue.self)
-    map.persist(User.self)
-    map.persist(Label.self)
-    map.persist(Milestone.self)
-    map.persist(Note.self)
-    return (map, store)
+    return (launch(store, logger: logger), store)
   }
 
   /// What a fresh launch on the file finds.

@@ -200,13 +200,7 @@ struct PersistenceModelTests {
     -> (IdentityMap, FaultyStore)
   {
     let store = try FaultyStore(path: path, seed: seed)
-    let map = IdentityMap(logger: logger, persistence: store)
-    map.persist(Issue.self)
-    map.persist(User.self)
-    map.persist(Label.self)
-    map.persist(Milestone.self)
-    map.persist(Note.self)
-    return (map, store)
+    return (launch(store, logger: logger), store)
   }
 
   @Test(

@@ -81,13 +81,7 @@ struct ReadsOffTheLockTests {
   /// A map on `path` through a gated store, persisting the fixtures' types.
   static func launchGated(_ path: String) throws -> (IdentityMap, GatedStore) {
     let store = try GatedStore(path: path)
-    let map = IdentityMap(persistence: store)
-    map.persist(Issue.self)
-    map.persist(User.self)
-    map.persist(Label.self)
-    map.persist(Milestone.self)
-    map.persist(Note.self)
-    return (map, store)
+    return (launch(store), store)
   }
 
   /// A file holding notes n0…n`count`, stamped 10, and issues 1…`issues` by user 7.

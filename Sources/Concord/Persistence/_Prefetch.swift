@@ -265,13 +265,7 @@ final class _WantedEntities: _NestedVisitor {
 
   @usableFromInline
   override func visit<C: Identifiable & Sendable>(_ child: C) {
-    let wanted: _WantedIDs<C>
-    if let found = types[ObjectIdentifier(C.self)] {
-      wanted = unsafeDowncast(found, to: _WantedIDs<C>.self)
-    } else {
-      wanted = _WantedIDs<C>()
-      types[ObjectIdentifier(C.self)] = wanted
-    }
+    let wanted = ids(of: C.self)
     wanted.ids.append(child.id)
     // NB: every depth, as `_MapCore.loadMissing(in:schema:)` loads them when the value is
     // admitted.
@@ -282,14 +276,18 @@ final class _WantedEntities: _NestedVisitor {
 
   /// Asks for the entities `ids` of `C`, met by id: an alias's.
   func want<C: Identifiable & Sendable>(_ ids: [C.ID], of _: C.Type) {
-    let wanted: _WantedIDs<C>
+    self.ids(of: C.self).ids += ids
+  }
+
+  /// The ids of `C` met so far, made on first use.
+  @usableFromInline
+  func ids<C: Identifiable & Sendable>(of _: C.Type) -> _WantedIDs<C> {
     if let found = types[ObjectIdentifier(C.self)] {
-      wanted = unsafeDowncast(found, to: _WantedIDs<C>.self)
-    } else {
-      wanted = _WantedIDs<C>()
-      types[ObjectIdentifier(C.self)] = wanted
+      return unsafeDowncast(found, to: _WantedIDs<C>.self)
     }
-    wanted.ids += ids
+    let made = _WantedIDs<C>()
+    types[ObjectIdentifier(C.self)] = made
+    return made
   }
 }
 

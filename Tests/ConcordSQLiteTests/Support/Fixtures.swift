@@ -86,7 +86,12 @@ final class TemporaryDirectory: Sendable {
 
 /// A map persisting the fixtures' types in `path`: what an app makes at launch.
 func launch(_ path: String, logger: (any IdentityMapLogger)? = nil) throws -> IdentityMap {
-  let map = IdentityMap(logger: logger, persistence: try SQLiteStore(path: path))
+  launch(try SQLiteStore(path: path), logger: logger)
+}
+
+/// A map persisting the fixtures' types in `store`.
+func launch(_ store: any PersistentStore, logger: (any IdentityMapLogger)? = nil) -> IdentityMap {
+  let map = IdentityMap(logger: logger, persistence: store)
   map.persist(Issue.self)
   map.persist(User.self)
   map.persist(Label.self)
