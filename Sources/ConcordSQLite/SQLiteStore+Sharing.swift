@@ -154,14 +154,17 @@ extension SQLiteStore {
   /// not read back as another process's.
   func applyShared(_ changes: [PersistentChange], _ log: _ChangeLog) throws {
     guard sharing == .shared else { throw writeRefusal! }
-    let range = try writer.withLock {
+    let (range, stale) = try writer.withLock {
       try writer.retryingBusy {
         var range: (before: Int64, after: Int64) = (0, 0)
+        var stale: [PersistentStaleWrite] = []
         try writer.transaction {
           try writer.checkInPlace(path)
           try writer.statement(_ChangeLog.nextTransaction).run()
           let before = try _ChangeLog.sequence(writer)
-          for change in changes { try apply(change, shared: true) }
+          for change in changes {
+            if let refused = try apply(change, shared: true) { stale.append(refused) }
+          }
           // NB: numbered again, so that a writer that numbers nothing (an older library)
           // never files its entries under this transaction.
           try writer.statement(_ChangeLog.nextTransaction).run()
@@ -169,11 +172,29 @@ extension SQLiteStore {
           try log.trimIfDue(writer, through: after)
           range = (before, after)
         }
-        return range
+        return (range, stale)
       }
     }
-    log.committed(after: range.before, through: range.after)
+    log.committed(after: range.before, through: range.after, stale: stale)
     _ChangeWatch.post(path)
+  }
+
+  /// `change`, an entity's save just run in the transaction under way, when the file's row
+  /// refused it (its stamp is newer): with the row's stamp. Under the writer's lock.
+  func staleWrite(_ change: PersistentChange) throws -> PersistentStaleWrite? {
+    guard sqlite3_changes(writer.handle) == 0, case .save(let kind, let key, _) = change else {
+      return nil
+    }
+    let statement = try writer.statement(
+      "SELECT stamp FROM entities WHERE kind = ?1 AND key = ?2")
+    defer { statement.finish() }
+    try statement.bind(1, kind)
+    try statement.bind(2, key)
+    guard try statement.step(), sqlite3_column_type(statement.handle, 0) != SQLITE_NULL else {
+      return nil
+    }
+    return PersistentStaleWrite(
+      change: change, storedStamp: sqlite3_column_double(statement.handle, 0))
   }
 
   /// Whether anything exists at `path`.
@@ -230,6 +251,8 @@ final class _ChangeLog: @unchecked Sendable {
   private var trimmed: Int64 = 0
   private var wake: (@Sendable () -> Void)?
   private var watch: _ChangeWatch?
+  /// This store's saves the file refused since the last read.
+  private var stale: [PersistentStaleWrite] = []
 
   /// How many entries the log keeps at most: a store that reads no further behind than that
   /// never falls behind. NB: a variable for the tests, which fall behind on purpose.
@@ -334,37 +357,46 @@ final class _ChangeLog: @unchecked Sendable {
     }
   }
 
-  /// Gives the log a new epoch, emptied: the file's content was replaced (a restore), and no
-  /// entry tells what changed. Stores reading it reload what they hold.
-  static func restart(_ connection: _Connection) throws {
-    try connection.transaction {
-      try createTables(connection)
-      try connection.execute("DELETE FROM concord_changes")
-      try connection.execute(
-        """
-        UPDATE concord_sharing SET epoch = lower(hex(randomblob(8))), trimmed = coalesce(
-          (SELECT seq FROM sqlite_sequence WHERE name = 'concord_changes'), 0) WHERE id = 0
-        """)
+  /// Gives the log a new epoch, emptied, and reads from its end: the file's content was
+  /// replaced (a restore), and no entry tells what changed. Other stores reading it reload what
+  /// they hold; this one's map reloads by itself. Under the writing connection's lock.
+  func restart(_ connection: _Connection) throws {
+    try connection.retryingBusy {
+      try connection.transaction {
+        try Self.createTables(connection)
+        try connection.execute("DELETE FROM concord_changes")
+        try connection.execute(
+          """
+          UPDATE concord_sharing SET epoch = lower(hex(randomblob(8))), trimmed = coalesce(
+            (SELECT seq FROM sqlite_sequence WHERE name = 'concord_changes'), 0) WHERE id = 0
+          """)
+      }
     }
-    try prepare(connection, logging: true)
+    try Self.prepare(connection, logging: true)
+    guard let state = try Self.state(connection) else { return }
+    lock.withLock {
+      epoch = state.epoch
+      position = state.sequence
+      trimmed = state.trimmed
+      own.removeAll()
+    }
+    claim.publish(position: state.sequence)
   }
 
   /// Saves an entity, unless the file's row has a newer stamp: an older stamp never replaces a
   /// row, nor does an equal one a tombstone (a removed entity's stamp refuses a write stamped
   /// no newer, as in memory); an unstamped write replaces any row, as in memory.
+  ///
+  /// NB: an alias's record is replaced by the last commit, whatever the stamps. Unlike an
+  /// entity's, it outlives what a map remembers of its stamp: a map empties an alias whose
+  /// entities another process removed, and forgets its stamp (an empty alias has none), while
+  /// the record stays, naming them. A stamp rule between the two would leave maps and file
+  /// disagreeing; each map's alias stamps still refuse older writes before they reach the file.
   static let upsertEntity = """
     INSERT INTO entities (kind, key, payload, stamp) VALUES (?1, ?2, ?3, ?4)
     ON CONFLICT (kind, key) DO UPDATE SET payload = excluded.payload, stamp = excluded.stamp
     WHERE excluded.stamp IS NULL OR entities.stamp IS NULL OR excluded.stamp > entities.stamp
       OR (excluded.stamp = entities.stamp AND length(entities.payload) > 0)
-    """
-
-  /// Saves an alias, unless the file's row has a newer stamp.
-  static let upsertAlias = """
-    INSERT INTO aliases (name, kind, payload, stamp) VALUES (?1, ?2, ?3, ?4)
-    ON CONFLICT (name) DO UPDATE SET kind = excluded.kind, payload = excluded.payload,
-      stamp = excluded.stamp
-    WHERE excluded.stamp IS NULL OR aliases.stamp IS NULL OR excluded.stamp >= aliases.stamp
     """
 
   /// Numbers the next transaction.
@@ -427,8 +459,10 @@ final class _ChangeLog: @unchecked Sendable {
   }
 
   /// Notes this store's transaction, whose entries took the numbers after `before` through
-  /// `after`: skipped at once when nothing came between, else when read.
-  func committed(after before: Int64, through after: Int64) {
+  /// `after`: skipped at once when nothing came between, else when read; and the saves the
+  /// file refused in it, for the next read.
+  func committed(after before: Int64, through after: Int64, stale: [PersistentStaleWrite]) {
+    if !stale.isEmpty { lock.withLock { self.stale += stale } }
     guard after > before else { return }
     let published: Int64? = lock.withLock {
       if position == before {
@@ -447,17 +481,20 @@ final class _ChangeLog: @unchecked Sendable {
   func read(_ connection: _Connection) throws -> PersistentExternalChanges {
     try connection.checkInPlace(nil)
     let version = try connection.dataVersion()
-    let unchanged = lock.withLock {
-      defer { readVersion = version }
-      return version == readVersion
+    let (unchanged, stale) = lock.withLock {
+      defer {
+        readVersion = version
+        self.stale = []
+      }
+      return (version == readVersion, self.stale)
     }
-    if unchanged { return PersistentExternalChanges() }
+    if unchanged { return PersistentExternalChanges(staleWrites: stale) }
     try connection.execute("BEGIN")
     defer { _ = try? connection.execute("COMMIT") }
     guard let state = try Self.state(connection) else {
       // NB: a file without a log (schema 1, read-only): something changed, and only the
       // tables can say what.
-      return PersistentExternalChanges(isIncomplete: true)
+      return PersistentExternalChanges(isIncomplete: true, staleWrites: stale)
     }
     let (start, restarted) = lock.withLock { () -> (Int64, Bool) in
       let fresh = epoch == nil && position == 0 && state.trimmed == 0
@@ -474,7 +511,7 @@ final class _ChangeLog: @unchecked Sendable {
     }
     if restarted {
       claim.publish(position: start)
-      return PersistentExternalChanges(isIncomplete: true)
+      return PersistentExternalChanges(isIncomplete: true, staleWrites: stale)
     }
     let statement = try connection.statement(
       "SELECT seq, txn, alias, kind, key, payload, stamp FROM concord_changes WHERE seq > ?1 "
@@ -483,7 +520,9 @@ final class _ChangeLog: @unchecked Sendable {
     sqlite3_bind_int64(statement.handle, 1, start)
     var entries: [_Entry] = []
     while try statement.step() { entries.append(_Entry(statement)) }
-    guard let last = entries.last?.sequence else { return PersistentExternalChanges() }
+    guard let last = entries.last?.sequence else {
+      return PersistentExternalChanges(staleWrites: stale)
+    }
     let commits = lock.withLock { () -> [[PersistentChange]] in
       let commits = commitsOf(entries)
       position = max(position, last)
@@ -491,7 +530,7 @@ final class _ChangeLog: @unchecked Sendable {
       return commits
     }
     claim.publish(position: last)
-    return PersistentExternalChanges(commits: commits)
+    return PersistentExternalChanges(commits: commits, staleWrites: stale)
   }
 
   /// Whether the watch should wake the map: something was committed since it last looked, and
@@ -501,7 +540,10 @@ final class _ChangeLog: @unchecked Sendable {
     guard (try? connection.checkInPlace(nil)) != nil,
       let version = try? connection.dataVersion()
     else { return true }
-    let (seen, from) = lock.withLock { (version == watchedVersion, position) }
+    let (seen, from, refused) = lock.withLock {
+      (version == watchedVersion, position, !stale.isEmpty)
+    }
+    if refused { return true }
     if seen { return false }
     guard let state = try? Self.state(connection) else { return true }
     if state.sequence > from || state.trimmed > from { return true }

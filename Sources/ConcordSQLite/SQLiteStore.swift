@@ -281,8 +281,9 @@ public final class SQLiteStore: PersistentStore, @unchecked Sendable {
   }
 
   /// Applies one change in the transaction under way; `shared`, a save never replaces a row
-  /// with an older stamp (see `_ChangeLog.replacesRow`).
-  func apply(_ change: PersistentChange, shared: Bool) throws {
+  /// with a newer stamp (see `_ChangeLog.upsertEntity`), and one refused so is returned.
+  @discardableResult
+  func apply(_ change: PersistentChange, shared: Bool) throws -> PersistentStaleWrite? {
     switch change {
     case .save(let kind, let key, let record):
       let statement = try writer.statement(
@@ -294,6 +295,7 @@ public final class SQLiteStore: PersistentStore, @unchecked Sendable {
       try statement.bind(3, record.payload)
       try statement.bind(4, record.stamp)
       try statement.run()
+      if shared { return try staleWrite(change) }
     case .delete(let kind, let key):
       let statement = try writer.statement("DELETE FROM entities WHERE kind = ?1 AND key = ?2")
       try statement.bind(1, kind)
@@ -304,10 +306,9 @@ public final class SQLiteStore: PersistentStore, @unchecked Sendable {
       try statement.bind(1, kind)
       try statement.run()
     case .saveAlias(let name, let kind, let record):
+      // NB: shared too, the last commit wins: see `_ChangeLog.upsertEntity`.
       let statement = try writer.statement(
-        shared
-          ? _ChangeLog.upsertAlias
-          : "INSERT OR REPLACE INTO aliases (name, kind, payload, stamp) VALUES (?1, ?2, ?3, ?4)")
+        "INSERT OR REPLACE INTO aliases (name, kind, payload, stamp) VALUES (?1, ?2, ?3, ?4)")
       try statement.bind(1, name)
       try statement.bind(2, kind)
       try statement.bind(3, record.payload)
@@ -325,6 +326,7 @@ public final class SQLiteStore: PersistentStore, @unchecked Sendable {
       try writer.execute("DELETE FROM entities")
       try writer.execute("DELETE FROM aliases")
     }
+    return nil
   }
 
   // MARK: Inspection

@@ -190,10 +190,6 @@ final class _Pass {
   /// optimistic layer whose server's answer the write stores (`commit(confirmedBy:)`). Empty
   /// otherwise.
   @usableFromInline var confirming: Set<ObjectIdentifier> = []
-  /// Whether the root's stored stamp an equal one replaces, as a newer one would: a commit of
-  /// another process, applied from a shared store (`_MapCore.applyExternal`), which the store
-  /// took after the commit that wrote the stored value. `false` otherwise.
-  @usableFromInline var equalStampsReplace = false
   /// What the claim walks of the pass under way learned that the next one must know; see
   /// `claimAll(_:_:schema:stashed:)`. Empty between passes.
   @usableFromInline var learned = _Learned()
@@ -915,7 +911,7 @@ extension _Pass {
     if node.admits(stamp) { return .accepted }
     // NB: refused, so `stamp` is a number and the node has one; NaN equals nothing.
     guard stamp == node.s.stamp else { return .stale }
-    if schema.acceptsEqualStamps || equalStampsReplace
+    if schema.acceptsEqualStamps
       || (!confirming.isEmpty && confirming.contains(ObjectIdentifier(node)))
     {
       return .accepted

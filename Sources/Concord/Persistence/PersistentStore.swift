@@ -163,11 +163,37 @@ public struct PersistentExternalChanges: Sendable {
   /// then reloads every entity and alias it holds from the store, as a restore does, and logs
   /// why; `commits` is then empty.
   public var isIncomplete: Bool
+  /// This store's own saves, since the last call, that the store refused because its record
+  /// had a newer stamp, written by another process: the map logs each as a stale write
+  /// (``IdentityMapEvent/Kind/discardedStale``). The newer record reaches the map among the
+  /// commits, as any other process's commit does.
+  public var staleWrites: [PersistentStaleWrite]
 
-  /// The commits `commits`; `isIncomplete` when they are not all there are.
-  public init(commits: [[PersistentChange]] = [], isIncomplete: Bool = false) {
+  /// The commits `commits`; `isIncomplete` when they are not all there are; the refused saves
+  /// `staleWrites`.
+  public init(
+    commits: [[PersistentChange]] = [], isIncomplete: Bool = false,
+    staleWrites: [PersistentStaleWrite] = []
+  ) {
     self.commits = commits
     self.isIncomplete = isIncomplete
+    self.staleWrites = staleWrites
+  }
+}
+
+/// A save the map handed to a shared store that the store refused: its record, written by
+/// another process, has a newer stamp (see ``PersistentExternalChanges/staleWrites``).
+public struct PersistentStaleWrite: Hashable, Sendable {
+  /// The save refused: a ``PersistentChange/save(kind:key:record:)`` or a
+  /// ``PersistentChange/saveAlias(name:kind:record:)``, as the map handed it over.
+  public var change: PersistentChange
+  /// The stamp of the store's record, which refused it.
+  public var storedStamp: Stamp
+
+  /// The save `change`, refused by a record stamped `storedStamp`.
+  public init(change: PersistentChange, storedStamp: Stamp) {
+    self.change = change
+    self.storedStamp = storedStamp
   }
 }
 

@@ -723,11 +723,12 @@ extension _MapCore {
       let commits = read.commits.map { commit in
         commit.flatMap { decodeExternal($0, kinds, &errors) }
       }.filter { !$0.isEmpty }
+      let events =
+        errors.map { IdentityMapEvent.persistenceFailed($0) }
+        + read.staleWrites.compactMap { staleEvent($0, kinds) }
       guard !commits.isEmpty else {
         lock.withLock { persistence.endPrefetch() }
-        if !errors.isEmpty {
-          write { for error in errors { outbox.log { .persistenceFailed(error) } } }
-        }
+        if !events.isEmpty { write { for event in events { outbox.log { event } } } }
         return
       }
       let prefetch = _Prefetch()
@@ -738,7 +739,7 @@ extension _MapCore {
       for (index, commit) in commits.enumerated() {
         admitting(prefetch, ending: index == commits.count - 1) {
           persistence.beginExternal()
-          if index == 0 { for error in errors { outbox.log { .persistenceFailed(error) } } }
+          if index == 0 { for event in events { outbox.log { event } } }
           for change in commit { change.apply(self) }
         }
       }
@@ -772,6 +773,22 @@ extension _MapCore {
     }
   }
 
+  /// The log's event of `stale`, a save of this map that the store refused.
+  func staleEvent(_ stale: PersistentStaleWrite, _ kinds: [String: _AnyPersisted])
+    -> IdentityMapEvent?
+  {
+    let target: IdentityMapEvent.Target
+    let stamp: Stamp?
+    switch stale.change {
+    case .save(let kind, let key, let record):
+      guard let reference = kinds[kind]?.reference(forKey: key) else { return nil }
+      (target, stamp) = (.entity(reference), record.stamp)
+    case .saveAlias(let name, _, let record): (target, stamp) = (.alias(name), record.stamp)
+    default: return nil
+    }
+    return .discardedStale(target, storedStamp: stale.storedStamp, incomingStamp: stamp ?? .nan)
+  }
+
   /// Asks `prefetch` for the persisted entities `value` nests that memory lacks, at any depth.
   func wantNested<T: Identifiable & Sendable>(_ value: T, in prefetch: _Prefetch) {
     withTable(T.self) { table in
@@ -794,10 +811,12 @@ extension _MapCore {
   /// Applies another process's change of an entity, in the write applying its commit.
   ///
   /// An entity this map changed since the store last took its writes (touched: see the top of
-  /// this section) has that write coming after this one in the store: an unstamped change, or
-  /// a deletion, then loses to it and is skipped; a stamped one, or a removal leaving a
-  /// tombstone, applies by the usual rule, a newer stamp winning. Otherwise the store took the
-  /// change after whatever this map has, so an equal stamp replaces too.
+  /// this section) has that write coming after this one in the store, stamped as the entity
+  /// is here: the change applies only when the store will refuse this map's write, a newer
+  /// stamp than the entity's (its tombstone's, for one this map removed); otherwise it is
+  /// skipped, and this map's write wins in the store too. Any other entity takes the store's
+  /// record as it is, value and stamp, as a restore's reload does: the store took the change
+  /// after everything this map has of it. A removal leaves the tombstone the record has.
   func applyExternal<T: Identifiable & Sendable>(_ change: _ExternalEntity<T>) {
     withTable(T.self) { table in
       guard table.persisted === change.persisted else { return }
@@ -805,37 +824,44 @@ extension _MapCore {
       if let undecodable = change.undecodable {
         outbox.log { .undecodableRecord(EntityReference(T.self, id: id), undecodable) }
       }
+      let node = table.node(id)
       let touched = change.persisted.isTouched(id)
+      let floor = node.map(\.s.stamp) ?? table.tombstone(of: id) ?? .nan
       switch change.state {
       case .saved(let value, let recordStamp):
         let schema = table.schema
         let stamp = schema.stamp(of: value, call: recordStamp)
-        if touched && (stamp?.isNaN ?? true) { return }
-        let node = table.node(id)
+        if touched && !(stamp.map { $0 > floor } ?? false) { return }
         // NB: nothing shows an entity memory lacks but a query or collector of its type.
-        guard node != nil || table.consumers != nil else { return }
+        guard node != nil || table.consumers != nil else {
+          if table.tombstone(of: id) != nil { table.unentomb(id, self) }
+          return
+        }
         if !schema.isLeaf { loadMissing(in: value, schema: schema) }
-        pass.equalStampsReplace = !touched
-        defer { pass.equalStampsReplace = false }
         if let node {
-          pass.run(into: node, payload: value, stamp: stamp, call: nil, nesting: .load)
+          node.s.stamp = .nan
+          pass.run(
+            into: node, payload: value, stamp: stamp, call: nil, verdict: .accepted,
+            nesting: .load)
           return
         }
         table.withNode(for: value) { node, _ in
-          let refusal: _Verdict? = table.refusesCreated(node, stamp: stamp, self) ? .stale : nil
+          // NB: no stamp: the tombstone goes, whatever it says.
+          _ = table.refusesCreated(node, stamp: nil, self)
           didCreate(node, held: false, journaled: true)
           pass.mark(node, .fresh)
           pass.run(
-            into: node, payload: value, stamp: stamp, call: nil, verdict: refusal, nesting: .load)
+            into: node, payload: value, stamp: stamp, call: nil, verdict: .accepted,
+            nesting: .load)
         }
       case .tombstone(let tomb):
-        guard let node = table.node(id) else { return }
-        if touched && !(tomb > node.s.stamp) { return }
-        remove([node], persisting: false, entombing: false)
-        raiseTombstone(of: id, to: tomb, in: table)
+        if touched && !(tomb > floor) { return }
+        if let node { remove([node], persisting: false, entombing: false) }
+        if node != nil || table.tombstone(of: id) != nil { table.entomb(id, stamp: tomb, self) }
       case .deleted:
-        guard !touched, let node = table.node(id) else { return }
-        remove([node], persisting: false, entombing: false)
+        guard !touched else { return }
+        if let node { remove([node], persisting: false, entombing: false) }
+        if table.tombstone(of: id) != nil { table.unentomb(id, self) }
       }
     }
   }
@@ -848,24 +874,29 @@ extension _MapCore {
 
   /// See `applyExternal(alias:_:)`: `node`'s part, where its type is known; `make` makes its
   /// value from entities.
+  ///
+  /// An alias's record is the last one committed to the store, whatever its stamp (see
+  /// `SQLiteStore`'s `_ChangeLog.upsertEntity`): so an alias this map changed since the store
+  /// last took its writes keeps this map's value, which the store takes after this one; any
+  /// other takes the record's.
   @usableFromInline
   func applyExternal<T: Identifiable & Sendable, Wrapped: Sendable>(
     _ change: _ExternalAlias<T>, to node: _AliasNode<Wrapped>, make: ([T]) -> Wrapped?
   ) {
-    let touched = persistence?.isTouched(alias: change.name) ?? false
-    if touched && (change.stamp?.isNaN ?? true) { return }
+    if persistence?.isTouched(alias: change.name) ?? false { return }
     for id in change.ids { loadIfMissing(T.self, id: id) }
     let table = registry.table(for: T.self)
     // NB: as a read of the alias: naming an entity the store could not read, it is left as
     // it is (logged by the read).
     guard !change.ids.contains(where: table.cannotRead) else { return }
     guard let value = make(change.ids.compactMap { table.node($0)?.value }) else {
-      if !touched && node.witness.holdsAliasValue(node) { emptyAlias(node) }
+      if node.witness.holdsAliasValue(node) || !node.s.stamp.isNaN { emptyAlias(node) }
       return
     }
-    pass.equalStampsReplace = !touched
-    defer { pass.equalStampsReplace = false }
-    pass.run(into: node, payload: value, stamp: change.stamp, call: nil, nesting: .load)
+    node.s.stamp = .nan
+    pass.run(
+      into: node, payload: value, stamp: change.stamp, call: nil, verdict: .accepted,
+      nesting: .load)
   }
 
   /// Applies another process's removal of aliases: emptied, unless this map changed them

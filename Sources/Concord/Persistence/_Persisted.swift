@@ -52,6 +52,8 @@ class _AnyPersisted: @unchecked Sendable {
   func untouchedNodes(_ core: _MapCore) -> [_AnyNode] { [] }
   /// The alias slots that persist naming entities of the type.
   func aliasNodes(_ core: _MapCore) -> [_AnyNode] { [] }
+  /// The entity whose id encodes to `key`, for the log; `nil` when the key does not decode.
+  func reference(forKey key: [UInt8]) -> EntityReference? { nil }
 }
 
 /// How the map persists entity type `T`, made by ``IdentityMap/persist(_:as:)`` where `T` is
@@ -418,6 +420,10 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
   override func untouchedNodes(_ core: _MapCore) -> [_AnyNode] { core.untouchedNodes(of: self) }
 
   override func aliasNodes(_ core: _MapCore) -> [_AnyNode] { core.aliasNodes(of: self) }
+
+  override func reference(forKey key: [UInt8]) -> EntityReference? {
+    (try? ops.decodeID(key)).map { EntityReference(T.self, id: $0) }
+  }
 
   /// Marks `id` as unreadable until the write under way ends.
   func markUnreadable(_ id: T.ID) {
