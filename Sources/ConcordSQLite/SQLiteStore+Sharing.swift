@@ -176,7 +176,7 @@ extension SQLiteStore {
       }
     }
     log.committed(after: range.before, through: range.after, stale: stale)
-    _ChangeWatch.post(path)
+    _ChangeWatch.post(path, claim)
   }
 
   /// `change`, an entity's save just run in the transaction under way, when the file's row
@@ -598,9 +598,12 @@ final class _ChangeLog: @unchecked Sendable {
       if watch == nil {
         // NB: weak: the store holds the watch, which must not keep it.
         watch = _ChangeWatch(database: store.path) { [weak store, weak self] in
-          guard let store, let self, self.lock.withLock({ self.wake != nil }) else { return }
-          guard store.reader.withLock({ self.hasNews(store.reader) }) else { return }
-          self.lock.withLock { self.wake }?()
+          guard let store, let self, let wake = self.lock.withLock({ self.wake }) else {
+            return true
+          }
+          guard store.reader.withLock({ self.hasNews(store.reader) }) else { return false }
+          wake()
+          return true
         }
       }
       return nil

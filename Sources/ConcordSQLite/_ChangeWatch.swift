@@ -16,12 +16,15 @@ import Dispatch
 /// polling: the store then checks `PRAGMA data_version` and the log's last number (cheap), and
 /// wakes its map only when another process wrote.
 ///
-/// - On Linux, an inotify watch of the database's directory: every commit in WAL mode writes
-///   the `-wal` file, whichever process (or library version) commits, and the kernel reports
-///   each write at once. The directory rather than the file, because SQLite may delete the
-///   `-wal` file when the last connection closes and make a new one later; and the deletion of
-///   the database itself is reported too. A dispatch source reads the events, so no thread is
-///   kept waiting.
+/// - On Linux, an inotify watch of the database's directory, for two files. The side file
+///   (`<database>-concord`), which each store of this library writes after each commit
+///   (`_SharingClaim.announceCommit()`): a wake that comes when the commit can be read. And the
+///   `-wal` file, which every commit in WAL mode writes, whichever process (or library version)
+///   commits; but its write comes before the commit can be read, so a wake from it that finds
+///   nothing new looks again, twice, a moment later (`rechecks`). The directory rather than the
+///   files, because SQLite may delete the `-wal` file when the last connection closes and make
+///   a new one later; and the deletion of the database itself is reported too. A dispatch
+///   source reads the events, so no thread is kept waiting.
 /// - On Apple platforms, a Darwin notification (`notify_post`) named after the file, which each
 ///   store posts after each commit: the way processes of an App Group are meant to tell each
 ///   other (Core Data's remote change notifications use it). A watch of the `-wal` file would
@@ -42,10 +45,18 @@ final class _ChangeWatch: @unchecked Sendable {
     private var token: Int32 = 0
   #endif
 
+  /// How long after a wake that found nothing the watch looks again: a commit's write to the
+  /// `-wal` file comes a moment before the commit can be read.
+  static let rechecks: [DispatchTimeInterval] = [.milliseconds(2), .milliseconds(20)]
+
   /// Starts calling `wake` on a queue of its own when the file at `database` may have changed.
-  init(database: String, wake: @escaping @Sendable () -> Void) {
+  /// `wake` returns whether it found something new; when it does not, the watch looks again a
+  /// moment later (see `rechecks`).
+  init(database: String, wake: @escaping @Sendable () -> Bool) {
     #if canImport(notify)
-      let status = notify_register_dispatch(Self.name(of: database), &token, queue) { _ in wake() }
+      let status = notify_register_dispatch(Self.name(of: database), &token, queue) { _ in
+        _ = wake()
+      }
       if status != 0 { token = 0 }
     #elseif canImport(Glibc)
       let descriptor = inotify_init1(Int32(IN_NONBLOCK) | Int32(IN_CLOEXEC))
@@ -65,8 +76,13 @@ final class _ChangeWatch: @unchecked Sendable {
         return
       }
       let source = DispatchSource.makeReadSource(fileDescriptor: descriptor, queue: queue)
+      let queue = queue
       source.setEventHandler {
-        if Self.drain(descriptor, naming: [name, name + "-wal"]) { wake() }
+        let names = Self.drain(descriptor, naming: [name, name + "-wal", name + "-concord"])
+        guard !names.isEmpty, !wake(), names != [name + "-concord"] else { return }
+        for delay in Self.rechecks {
+          queue.asyncAfter(deadline: .now() + delay) { _ = wake() }
+        }
       }
       source.setCancelHandler { close(descriptor) }
       source.resume()
@@ -84,11 +100,12 @@ final class _ChangeWatch: @unchecked Sendable {
     #endif
   }
 
-  /// Tells the other processes watching `database` that this one committed; on Linux, the
-  /// commit's write to the `-wal` file tells them already.
-  static func post(_ database: String) {
+  /// Tells the other processes watching `database`, through `claim`, that this one committed.
+  static func post(_ database: String, _ claim: _SharingClaim) {
     #if canImport(notify)
       notify_post(name(of: database))
+    #else
+      claim.announceCommit()
     #endif
   }
 
@@ -99,21 +116,21 @@ final class _ChangeWatch: @unchecked Sendable {
   }
 
   /// A timer checking every 50 ms, where no file watch exists.
-  private static func timer(_ queue: DispatchQueue, _ wake: @escaping @Sendable () -> Void)
+  private static func timer(_ queue: DispatchQueue, _ wake: @escaping @Sendable () -> Bool)
     -> any DispatchSourceProtocol
   {
     let timer = DispatchSource.makeTimerSource(queue: queue)
     timer.schedule(deadline: .now() + .milliseconds(50), repeating: .milliseconds(50))
-    timer.setEventHandler { wake() }
+    timer.setEventHandler { _ = wake() }
     timer.resume()
     return timer
   }
 
   #if canImport(Glibc)
-    /// Reads every pending inotify event of `descriptor`; returns whether one was about a file
-    /// in `names`.
-    private static func drain(_ descriptor: Int32, naming names: [String]) -> Bool {
-      var relevant = false
+    /// Reads every pending inotify event of `descriptor`; returns those of `names` it was
+    /// about.
+    private static func drain(_ descriptor: Int32, naming names: [String]) -> Set<String> {
+      var relevant: Set<String> = []
       var buffer = [UInt8](repeating: 0, count: 4096)
       while true {
         let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, 4096) }
@@ -127,7 +144,7 @@ final class _ChangeWatch: @unchecked Sendable {
           }
           let bytes = buffer[(offset + 16)..<min(count, offset + 16 + length)]
           let name = String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
-          if names.contains(name) { relevant = true }
+          if names.contains(name) { relevant.insert(name) }
           offset += 16 + length
         }
       }

@@ -24,8 +24,9 @@ import Concord
 // - bytes 64..<64 + slotCount, one per slot: read-locked by the sharing process that holds the
 //   slot, for as long as it does.
 //
-// And the bytes read and written: slot `i` at 4096 + 16 i holds the read position of the
-// process in it (8 bytes) and the schema version of its library (8 bytes).
+// And the bytes read and written: bytes 8..<16 count commits, written after each commit so that
+// the other processes' file watches wake (see `_ChangeWatch`); slot `i` at 4096 + 16 i holds the
+// read position of the process in it (8 bytes) and the schema version of its library (8 bytes).
 //
 // NB: POSIX record locks belong to a process, not to a descriptor: a second descriptor of the
 // file, closed, would drop every lock the process holds on it, and two stores of one process
@@ -141,6 +142,16 @@ final class _SharingClaim: @unchecked Sendable {
     _LockFile.writeSlot(descriptor, slot, position: position, version: nil)
   }
 
+  /// Writes the side file after a commit, so that the other processes' file watches wake when
+  /// it can be read (see `_ChangeWatch`): the commit's count, at byte 8.
+  func announceCommit() {
+    var count = _LockFiles.lock.withLock {
+      file.commits += 1
+      return file.commits
+    }
+    _ = withUnsafeBytes(of: &count) { pwrite(descriptor, $0.baseAddress, 8, 8) }
+  }
+
   /// The read positions of every slot held, this store's included: how far the change log may
   /// be trimmed.
   func livePositions() -> [Int64] {
@@ -174,8 +185,11 @@ private enum _LockFiles {
   static func open(_ path: String) throws -> _LockFile {
     var status = stat()
     // NB: looked up before opening: a second descriptor, once closed, would drop this
-    // process's locks on the file (see the top of this file).
-    if stat(path, &status) == 0, let file = files[_FileID(status)] { return file }
+    // process's locks on the file (see the top of this file). A file of this process that was
+    // deleted since is another file, whose inode number the new one may have taken.
+    if stat(path, &status) == 0, let file = files[_FileID(status)], file.isLinked {
+      return file
+    }
     let descriptor = _openFile(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
     guard descriptor >= 0, fstat(descriptor, &status) == 0 else {
       let reason = String(cString: strerror(errno))
@@ -192,7 +206,7 @@ private enum _LockFiles {
   /// Closes `file` if no store of this process claims it any more.
   static func forget(_ file: _LockFile) {
     guard file.exclusive == 0, file.sharing == 0, file.slots.isEmpty else { return }
-    files[file.id] = nil
+    if files[file.id] === file { files[file.id] = nil }
     close(file.descriptor)
   }
 
@@ -234,10 +248,18 @@ private final class _LockFile {
   var sharing = 0
   /// The slots this process's stores hold.
   var slots: Set<Int> = []
+  /// How many commits this process announced (see `_SharingClaim.announceCommit()`).
+  var commits: Int64 = 0
 
   init(descriptor: Int32, id: _FileID) {
     self.descriptor = descriptor
     self.id = id
+  }
+
+  /// Whether the file still has a name: it was not deleted since it was opened.
+  var isLinked: Bool {
+    var status = stat()
+    return fstat(descriptor, &status) == 0 && status.st_nlink > 0
   }
 
   /// Locks `byte` (`F_RDLCK` or `F_WRLCK`), waiting for other processes when `wait`.
