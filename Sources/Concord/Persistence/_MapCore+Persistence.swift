@@ -97,7 +97,11 @@ extension _MapCore {
     let value: T
     let stamp: Stamp?
     switch persisted.read(id, self, listed: listed) {
-    case .saved(let saved, let savedStamp): (value, stamp) = (saved, savedStamp)
+    case .saved(let saved, let savedStamp):
+      (value, stamp) = (saved, savedStamp)
+      // NB: removed here, written since by another process sharing the store: the record is
+      // newer than the tombstone, which goes, as a sync would have taken it away.
+      if table.tombstone(of: id) != nil { table.unentomb(id, self) }
     case .tombstone(let tomb):
       // NB: the store's tombstone, kept in memory where writes look for it.
       if table.tombstone(of: id) == nil { table.entomb(id, stamp: tomb, self) }
