@@ -18,7 +18,7 @@ struct Workloads {
     "store.page.decoded", "query.maintain", "query.indexed.open", "collector.drain",
     "optimistic.apply+rollback", "optimistic.shadowed.write", "persist.write", "persist.page",
     "persist.find.cold", "remove.tombstoned", "query.open.persisted", "read.during.load",
-    "persist.save", "persist.restore",
+    "persist.save", "persist.restore", "shared.propagate", "shared.write",
   ]
 
   func run(_ name: String) -> Result {
@@ -52,6 +52,8 @@ struct Workloads {
     case "read.during.load": readDuringLoad()
     case "persist.save": persistSave()
     case "persist.restore": persistRestore()
+    case "shared.propagate": sharedPropagate()
+    case "shared.write": sharedWrite()
     default: fatalError("unknown workload \(name)")
     }
   }
