@@ -28,8 +28,10 @@ extension _Table {
     hooks.unregister = { node, core in
       let node = entity(node)
       let table = node.table
-      guard table.remove(node) else { return }
+      // NB: buried before the table gives its retain back, which may be the node's last: the
+      // caller only borrows it (`purge`), and an optimized build retains nothing more here.
       core.outbox.bury(node)
+      guard table.remove(node) else { return }
       node.s.flags.remove(.registered)
       core.registry.liveCount -= 1
       // NB: a removal reaches the indexes with the change log; a release never does.
