@@ -284,7 +284,7 @@ final class _ChangeLog: @unchecked Sendable {
     try connection.execute(
       """
       CREATE TABLE IF NOT EXISTS concord_changes (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT, txn INTEGER NOT NULL, alias INTEGER NOT NULL,
+        seq INTEGER PRIMARY KEY, txn INTEGER NOT NULL, alias INTEGER NOT NULL,
         kind TEXT NOT NULL, key BLOB NOT NULL, payload BLOB, stamp REAL)
       """)
     try connection.execute(
@@ -350,8 +350,7 @@ final class _ChangeLog: @unchecked Sendable {
         try connection.execute("DELETE FROM concord_changes")
         try connection.execute(
           """
-          UPDATE concord_sharing SET epoch = lower(hex(randomblob(8))), trimmed = coalesce(
-            (SELECT seq FROM sqlite_sequence WHERE name = 'concord_changes'), 0) WHERE id = 0
+          UPDATE concord_sharing SET epoch = lower(hex(randomblob(8))), trimmed = 0 WHERE id = 0
           """)
       }
     }
@@ -367,8 +366,7 @@ final class _ChangeLog: @unchecked Sendable {
         try connection.execute("DELETE FROM concord_changes")
         try connection.execute(
           """
-          UPDATE concord_sharing SET epoch = lower(hex(randomblob(8))), trimmed = coalesce(
-            (SELECT seq FROM sqlite_sequence WHERE name = 'concord_changes'), 0) WHERE id = 0
+          UPDATE concord_sharing SET epoch = lower(hex(randomblob(8))), trimmed = 0 WHERE id = 0
           """)
       }
     }
@@ -402,10 +400,13 @@ final class _ChangeLog: @unchecked Sendable {
   /// Numbers the next transaction.
   static let nextTransaction = "UPDATE concord_sharing SET txn = txn + 1 WHERE id = 0"
 
-  /// The last sequence number the log handed out.
+  /// The last sequence number the log handed out: its last entry's, which trimming keeps.
+  ///
+  /// NB: not `AUTOINCREMENT`, which costs every entry an update of `sqlite_sequence`: the log
+  /// keeps its last entry, so that the next one never takes a number again, but when it is
+  /// emptied with a new epoch (see `prepare` and `restart`).
   static func sequence(_ connection: _Connection) throws -> Int64 {
-    let statement = try connection.statement(
-      "SELECT seq FROM sqlite_sequence WHERE name = 'concord_changes'")
+    let statement = try connection.statement("SELECT max(seq) FROM concord_changes")
     defer { statement.finish() }
     return try statement.step() ? sqlite3_column_int64(statement.handle, 0) : 0
   }
@@ -446,7 +447,8 @@ final class _ChangeLog: @unchecked Sendable {
     statement.finish()
     let readers = claim.livePositions()
     let lowest = min(readers.min() ?? own, own, last)
-    let through = max(lowest, last - limit)
+    // NB: never the last entry: see `sequence(_:)`.
+    let through = min(max(lowest, last - limit), last - 1)
     if through > current {
       let delete = try connection.statement("DELETE FROM concord_changes WHERE seq <= ?1")
       sqlite3_bind_int64(delete.handle, 1, through)

@@ -104,8 +104,13 @@ final class _Persistence: @unchecked Sendable {
   /// and never go back to it. Set by `beginExternal()`, cleared when the write hands over.
   private(set) var applyingExternal = false
   /// Whether commits hand nothing over: `applyingExternal`, or a store that refuses writes.
-  /// NB: one flag for the commit's hot path to test.
-  @usableFromInline private(set) var diverts = false
+  /// NB: one flag for the commit's hot path to test, without an exclusivity check in release
+  /// builds (as `current`): the map's lock makes every access exclusive.
+  #if DEBUG
+    @usableFromInline private(set) var diverts = false
+  #else
+    @exclusivity(unchecked) @usableFromInline private(set) var diverts = false
+  #endif
   /// Whether the map watches the store for other processes' commits.
   var watching = false
   /// One sync at a time, in the order they read the store; `syncOwner` is the thread (its
