@@ -17,13 +17,17 @@ extension IdentityMap {
   ///   - persistence: The store. Give each store to one map.
   ///   - tombstones: How many removed entities' stamps the map remembers; see
   ///     ``TombstonePolicy``. The store keeps those of persisted types.
+  ///   - clock: The time resources use; see ``ResourceClock``. With the system's clock, a
+  ///     persisted answer's age survives a restart.
   public convenience init(
     logger: (any IdentityMapLogger)? = nil, retention: RetentionPolicy = .none,
-    persistence: any PersistentStore, tombstones: TombstonePolicy = .default
+    persistence: any PersistentStore, tombstones: TombstonePolicy = .default,
+    clock: any ResourceClock = .system
   ) {
     self.init(
       core: _MapCore(
-        logger: logger, retention: retention, persistence: persistence, tombstones: tombstones))
+        logger: logger, retention: retention, persistence: persistence, tombstones: tombstones),
+      clock: clock)
   }
 
   /// Persists `type` under the name `String(describing: type)`, such as `Issue`.

@@ -3,7 +3,7 @@
 ///
 /// You do not implement this to use persistence: `ConcordSQLite`'s `SQLiteStore` is the store
 /// the library ships. Implement it to keep entities somewhere else, or to fake a store in
-/// tests. Give the store to ``IdentityMap/init(logger:retention:persistence:tombstones:)``, then name the
+/// tests. Give the store to ``IdentityMap/init(logger:retention:persistence:tombstones:clock:)``, then name the
 /// types to persist with ``IdentityMap/persist(_:)``.
 ///
 /// The map calls a store from two places, and never from both at once for the same call:
