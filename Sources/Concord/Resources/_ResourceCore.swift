@@ -26,7 +26,7 @@ struct _ResourceFetcher<Value: Sendable>: Sendable {
 /// the lock is released (`perform`): the loader, the clock, the map and every callback run
 /// outside it. The lock is a leaf: nothing is called while holding it.
 final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable {
-  // NB: @unchecked because `machine` and `answerSubscription` are only touched while holding
+  // NB: @unchecked because `machine` and `links` are only touched while holding
   // `lock`.
 
   let key: ResourceKey<Value>
@@ -35,9 +35,8 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
   let slot: _AnswerSlot<Value>
   private let lock = Lock()
   private var machine: _ResourceMachine<Value>
-  /// The subscription that tells the resource when the map changes its answer; `nil` once it
-  /// is let go.
-  private var answerSubscription: Subscription?
+  /// What the resource keeps beside its state, under `lock` too.
+  private var links = _ResourceLinks()
   /// Guards the observers' delivery state (see `_Subscriber`); never held while calling out.
   let deliveryLock = Lock()
   /// The registry that lists the resource, to be taken out of it when let go. NB: weak: the
@@ -68,7 +67,7 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
     let subscription = slot.observer.observe { [weak self] _ in self?.answerChanged() }
     let (value, mapVersion) = slot.read()
     lock.withLock {
-      answerSubscription = subscription
+      links.answerSubscription = subscription
       machine.take(value, mapVersion: mapVersion)
     }
   }
@@ -81,6 +80,16 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
   }
 
   // MARK: Reading
+
+  /// How many callers wait for the fetch in flight; for tests.
+  var waiters: Int {
+    lock.withLock { machine.fetch?.waiters.count ?? 0 }
+  }
+
+  /// How many loader tasks are running, a cancelled one included until it returns; for tests.
+  var runningFetches: Int {
+    lock.withLock { links.runningFetches }
+  }
 
   /// The state now.
   var state: ResourceState<Value> {
@@ -233,6 +242,8 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
 
   /// Runs the fetch `id`: the loader, and its retries with their waits, outside every lock.
   private func run(fetch id: UInt64) async {
+    lock.withLock { links.runningFetches += 1 }
+    defer { lock.withLock { links.runningFetches -= 1 } }
     var attempt = 1
     while true {
       guard let request = lock.withLock({ machine.request(forFetch: id, attempt: attempt) })
@@ -314,10 +325,19 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
   /// Stops following the answer and empties its slot.
   private func close() {
     let subscription = lock.withLock {
-      defer { answerSubscription = nil }
-      return answerSubscription
+      defer { links.answerSubscription = nil }
+      return links.answerSubscription
     }
     subscription?.cancel()
     slot.release()
   }
+}
+
+/// What a resource keeps beside its state machine, under the same lock.
+private struct _ResourceLinks {
+  /// The subscription that tells the resource when the map changes its answer; `nil` once it
+  /// is let go.
+  var answerSubscription: Subscription?
+  /// How many loader tasks are running, cancelled ones included until they return.
+  var runningFetches = 0
 }

@@ -1,4 +1,5 @@
 import Concord
+import ConcordTesting
 import Foundation
 import TestSupport
 
@@ -161,4 +162,58 @@ final class StateRecorder<Value: Sendable>: Sendable {
   func cancel() {
     subscription.withValue { $0?.cancel() }
   }
+}
+
+/// A `ManualClock` that also records how long each sleep asked for.
+final class RecordingClock: ResourceClock {
+  let manual: ManualClock
+  private let recorded = Locked<[Duration]>([])
+
+  init(_ manual: ManualClock = ManualClock()) {
+    self.manual = manual
+  }
+
+  var now: Date { manual.now }
+
+  /// Every duration asked for, in order.
+  var sleeps: [Duration] { recorded.value }
+
+  func sleep(for duration: Duration) async throws {
+    recorded.append(duration)
+    try await manual.sleep(for: duration)
+  }
+}
+
+/// A gate tasks wait at, ignoring cancellation, until the test opens it.
+final class Gate: Sendable {
+  private let state = Locked<(open: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, []))
+
+  /// How many tasks wait at the gate.
+  var waiting: Int { state.value.waiting.count }
+
+  /// Waits until the gate is open, whether or not the task is cancelled.
+  func wait() async {
+    await withCheckedContinuation { continuation in
+      let open = state.withValue { state in
+        if !state.open { state.waiting.append(continuation) }
+        return state.open
+      }
+      if open { continuation.resume() }
+    }
+  }
+
+  /// Opens the gate: every waiting task goes on, and later ones do not wait.
+  func open() {
+    let waiting = state.withValue { state in
+      state.open = true
+      defer { state.waiting.removeAll() }
+      return state.waiting
+    }
+    for continuation in waiting { continuation.resume() }
+  }
+}
+
+/// Yields until `condition` holds: for effects that happen in other tasks, with no sleep.
+func eventually(_ condition: () -> Bool) async {
+  while !condition() { await Task.yield() }
 }
