@@ -162,7 +162,7 @@ struct ResourceLifetimeTests {
     #expect(Set(calls.value) == ["stale", "empty"])
     #expect(!stale.state.isStale && empty.state.value != nil)
     #expect(unobserved.state.isStale && offline.state.isStale)
-    subscriptions.forEach { $0.cancel() }
+    for subscription in subscriptions { subscription.cancel() }
   }
 
   @Test(
