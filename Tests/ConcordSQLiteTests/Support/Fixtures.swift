@@ -85,8 +85,10 @@ final class TemporaryDirectory: Sendable {
 }
 
 /// A map persisting the fixtures' types in `path`: what an app makes at launch.
-func launch(_ path: String, logger: (any IdentityMapLogger)? = nil) throws -> IdentityMap {
-  let map = IdentityMap(logger: logger, persistence: try SQLiteStore(path: path))
+func launch(
+  _ path: String, logger: (any IdentityMapLogger)? = nil, clock: any ResourceClock = .system
+) throws -> IdentityMap {
+  let map = IdentityMap(logger: logger, persistence: try SQLiteStore(path: path), clock: clock)
   map.persist(Issue.self)
   map.persist(User.self)
   map.persist(Label.self)
