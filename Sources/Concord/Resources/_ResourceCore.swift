@@ -199,18 +199,23 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
 
   // MARK: Acting
 
-  /// Does what a transition asked, in this order: cancels, starts, tells the observers, then
-  /// resumes the callers (so that a caller that awaited a fetch finds its observers told).
+  /// Does what a transition asked, in this order: cancels, tells the observers, starts, then
+  /// resumes the callers.
+  ///
+  /// NB: the observers are told before the fetch starts, so that the state of a fetch starting
+  /// reaches them before the state of its end can (a newer version would make them skip the
+  /// older one), and before the callers are resumed, so that a caller that awaited a fetch finds
+  /// its observers told.
   private func perform(_ effects: _ResourceEffects<Value>) {
     for task in effects.cancelled { task.cancel() }
-    if let id = effects.startFetch { startFetch(id) }
-    for timer in effects.timers {
-      startTimer(timer.kind, generation: timer.generation, timer.duration)
-    }
     if let delivery = effects.delivery {
       for observer in delivery.to {
         observer.deliver(delivery.state, version: delivery.version, deliveryLock)
       }
+    }
+    if let id = effects.startFetch { startFetch(id) }
+    for timer in effects.timers {
+      startTimer(timer.kind, generation: timer.generation, timer.duration)
     }
     for (continuation, result) in effects.resumed { continuation.resume(with: result) }
     if effects.letGo { letGo() }
