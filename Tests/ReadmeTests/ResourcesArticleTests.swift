@@ -121,7 +121,8 @@ final class Mastodon: Sendable {
   let mastodon = Mastodon()
   let drawn = Seen()
   @Sendable func render(_ statuses: [Status], refreshing: Bool) {
-    drawn.append(statuses.map { "\($0.account.acct): \($0.content)" }.joined() + (refreshing ? " …" : ""))
+    let line = statuses.map { "\($0.account.acct): \($0.content)" }.joined()
+    drawn.append(line + (refreshing ? " …" : ""))
   }
   let home = map.resource(ResourceKey<[Status]>("timelines/home"), policy: .cacheThenNetwork) {
     try await mastodon.homeTimeline()
