@@ -64,6 +64,8 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
   func open() {
     // NB: subscribed before the read, so that no change falls in between: a change after the
     // read is delivered, and one before it is in the read.
+    // NB: weak: the resource holds the subscription (`links`), which would otherwise hold the
+    // resource back.
     let subscription = slot.observer.observe { [weak self] _ in self?.answerChanged() }
     let (value, mapVersion) = slot.read()
     lock.withLock {
