@@ -1,7 +1,7 @@
 import Concord
 import Foundation
 
-/// A ``ResourceClock`` that stands still until told: tests drive time with it, and never sleep.
+/// A `ResourceClock` that stands still until told: tests drive time with it, and never sleep.
 ///
 /// Give it to the map, then move time forward with ``advance(by:)``: answers age, and every
 /// sleep whose deadline has come (a retry's wait, `keepFor`, the moment an observed answer turns
