@@ -59,6 +59,12 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
     machine.audience.handles = 1
   }
 
+  deinit {
+    // NB: a timer's task holds the resource weakly, and would sleep on, to no purpose, until
+    // its deadline: on a manual clock that is never advanced, forever.
+    for timer in [machine.timers.stale, machine.timers.keep] { timer?.task?.cancel() }
+  }
+
   /// Starts following the map's changes of the answer, and reads it. Called once, right after
   /// `init`, before anyone else sees the resource.
   func open() {
