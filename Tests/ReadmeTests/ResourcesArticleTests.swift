@@ -23,24 +23,10 @@ struct HTTPError: Error {
   var status: Int
 }
 
-final class GitHubClient: Sendable {
-  let map: IdentityMap
+/// GitHub's REST API: a base URL and a session.
+struct GitHubAPI: Sendable {
   let baseURL: URL
   let session: URLSession
-
-  init(map: IdentityMap, baseURL: URL, session: URLSession) {
-    self.map = map
-    self.baseURL = baseURL
-    self.session = session
-  }
-
-  /// A repository's issues: one request however many screens ask, fresh for a minute,
-  /// sent with the last ETag.
-  func issues(of repository: String) -> Resource<[Issue]> {
-    map.resource(.issues(of: repository), staleAfter: .seconds(60)) { request in
-      try await self.get("repos/\(repository)/issues", validator: request.validator)
-    }
-  }
 
   /// GET `path`, with the cached answer's validator: a 304 is `.notModified`.
   func get<T: Decodable & Sendable>(_ path: String, validator: String?) async throws -> Fetched<T> {
@@ -52,6 +38,24 @@ final class GitHubClient: Sendable {
     case 304: return .notModified
     case 200: return .value(try .github(data), validator: http.value(forHTTPHeaderField: "ETag"))
     default: throw HTTPError(status: http.statusCode)
+    }
+  }
+}
+
+final class GitHubClient: Sendable {
+  let map: IdentityMap
+  let api: GitHubAPI
+
+  init(map: IdentityMap, api: GitHubAPI) {
+    self.map = map
+    self.api = api
+  }
+
+  /// A repository's issues: one request however many screens ask, fresh for a minute,
+  /// sent with the last ETag.
+  func issues(of repository: String) -> Resource<[Issue]> {
+    map.resource(.issues(of: repository), staleAfter: .seconds(60)) { [api] request in
+      try await api.get("repos/\(repository)/issues", validator: request.validator)
     }
   }
 }
@@ -98,11 +102,12 @@ final class Mastodon: Sendable {
   let configuration = URLSessionConfiguration.ephemeral
   configuration.urlCache = nil
   let session = URLSession(configuration: configuration)
+  defer { session.invalidateAndCancel() }
 
   // A GitHub-style REST client.
   let clock = ManualClock()
   let map = IdentityMap(clock: clock)
-  let client = GitHubClient(map: map, baseURL: server.url("/"), session: session)
+  let client = GitHubClient(map: map, api: GitHubAPI(baseURL: server.url("/"), session: session))
   let issues = client.issues(of: "apple/swift")
   let page = try await issues.load()  // GET: 200, ETag "page-1"
   try await client.issues(of: "apple/swift").load()  // another screen: fresh, no request

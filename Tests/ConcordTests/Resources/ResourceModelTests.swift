@@ -445,7 +445,18 @@ struct ResourceModelTests {
       }
       await settle(step)
     }
-    // The end: every caller still waiting is cancelled, and ends so.
+    // The end: a fetch still in flight fails for good (a background one has nobody to cancel
+    // it), and every caller still waiting is cancelled, and ends so.
+    if case .sleeping(let until, _) = model.fetch?.phase {
+      clock.advance(by: .seconds(until - model.now))
+      model.advance(until - model.now)
+      await settle(-2)
+    }
+    if case .calling = model.fetch?.phase {
+      loader.fail(LoaderError(404))
+      model.respond(failing: 404)
+      await settle(-3)
+    }
     for id in model.fetch?.waiters ?? [] {
       (tasks[id].map { $0.cancel() }) ?? revalidations[id]?.cancel()
       model.cancel(id)

@@ -59,10 +59,12 @@ struct URLSessionResourceTests {
       Self.issuesPath: .json(Recorded.issuesPage, etag: "\"page-1\"")
     ])
     defer { server.stop() }
+    let session = Self.session()
+    defer { session.invalidateAndCancel() }
     let map = IdentityMap(clock: clock)
     let issues = map.resource(
       ResourceKey<[GitHubIssue]>("repos/apple/swift/issues"), staleAfter: .seconds(60),
-      load: Self.loader(server.url(Self.issuesPath), session: Self.session()))
+      load: Self.loader(server.url(Self.issuesPath), session: session))
 
     let page = try await issues.load()
     #expect(page.map(\.number) == [42, 43, 44])
@@ -108,9 +110,11 @@ struct URLSessionResourceTests {
       Self.issuesPath: .json(Recorded.issuesPage, etag: "\"page-1\"")
     ])
     defer { server.stop() }
+    let session = Self.session()
+    defer { session.invalidateAndCancel() }
     let map = IdentityMap(clock: clock)
     let load: @Sendable (ResourceRequest) async throws -> Fetched<[GitHubIssue]> = Self.loader(
-      server.url(Self.issuesPath), session: Self.session())
+      server.url(Self.issuesPath), session: session)
     let pages = try await withThrowingTaskGroup(of: [GitHubIssue].self) { group in
       for _ in 0..<10 {
         group.addTask {
@@ -130,11 +134,13 @@ struct URLSessionResourceTests {
       "/user": LoopbackHTTPServer.Route(status: 503, body: #"{"message": "busy"}"#)
     ])
     defer { server.stop() }
+    let session = Self.session()
+    defer { session.invalidateAndCancel() }
     let map = IdentityMap(clock: clock)
     let me = map.resource(
       ResourceKey<GitHubUser>("user"),
       retry: .exponential(attempts: 2, base: .seconds(2), jitter: false),
-      load: Self.loader(server.url("/user"), session: Self.session()))
+      load: Self.loader(server.url("/user"), session: session))
     let answer = Task { try await me.load() }
     await clock.waitForSleepers(1)
     server.set("/user", .json(Recorded.gedProfile, etag: "\"me\""))
@@ -147,10 +153,12 @@ struct URLSessionResourceTests {
   func notFound() async throws {
     let server = try LoopbackHTTPServer(routes: [:])
     defer { server.stop() }
+    let session = Self.session()
+    defer { session.invalidateAndCancel() }
     let map = IdentityMap(clock: clock)
     let me = map.resource(
       ResourceKey<GitHubUser>("user"), retry: .none,
-      load: Self.loader(server.url("/user"), session: Self.session()))
+      load: Self.loader(server.url("/user"), session: session))
     await #expect(throws: HTTPStatus(code: 404)) { try await me.load() }
     #expect(me.state.error as? HTTPStatus == HTTPStatus(code: 404))
   }
