@@ -18,7 +18,7 @@ struct Workloads {
     "store.page.decoded", "query.maintain", "query.indexed.open", "collector.drain",
     "optimistic.apply+rollback", "optimistic.shadowed.write", "persist.write", "persist.page",
     "persist.find.cold", "remove.tombstoned", "query.open.persisted", "read.during.load",
-    "persist.save", "persist.restore",
+    "persist.save", "persist.restore", "resource.load.fresh", "resource.join", "resource.answer",
   ]
 
   func run(_ name: String) -> Result {
@@ -52,6 +52,9 @@ struct Workloads {
     case "read.during.load": readDuringLoad()
     case "persist.save": persistSave()
     case "persist.restore": persistRestore()
+    case "resource.load.fresh": resourceLoadFresh()
+    case "resource.join": resourceJoin()
+    case "resource.answer": resourceAnswer()
     default: fatalError("unknown workload \(name)")
     }
   }

@@ -525,6 +525,92 @@ extension _MapCore {
     persistence.current.append(_AliasOp(name: name, kind: nil, values: nil, stamp: nil))
   }
 
+  // MARK: Resources' answers (see `_AnswerRecord.swift`)
+
+  /// Asks `prefetch` for the record of the answer of the resource `name`, whose entities are
+  /// `T`s, and for the entities it names, when `T` is persisted.
+  func want<T: Identifiable & Sendable>(
+    answer name: String, of _: T.Type, list: Bool, in prefetch: _Prefetch
+  ) {
+    withTable(T.self) { table in
+      guard let persisted = table.persisted, let persistence else { return }
+      let storeName = _AnswerRecord.storeName(of: name, kind: persisted.kind, list: list)
+      prefetch.want(answer: storeName, of: persisted, persistence)
+    }
+  }
+
+  /// Fills the empty slot `node` with the answer the store keeps for the resource `name`, if
+  /// `T` is persisted and there is one: its entities are loaded, and the slot takes them as a
+  /// load, which tells nobody. Returns when that answer was fetched, and its validator. The
+  /// store is read outside the lock when the write admits a prefetch that asked for it
+  /// (`want(answer:of:list:in:)`).
+  func loadStoredAnswer<T: Identifiable & Sendable, Value: Sendable>(
+    _: T.Type, into node: _AliasNode<Value>, name: String, list: Bool, make: ([T]) -> Value?
+  ) -> _StoredAnswerInfo? {
+    guard let persistence, let persisted = registry.table(for: T.self).persisted else {
+      return nil
+    }
+    let storeName = _AnswerRecord.storeName(of: name, kind: persisted.kind, list: list)
+    guard let stored = readAnswerRecord(T.self, named: storeName, persistence, persisted) else {
+      return nil
+    }
+    for id in stored.ids { loadIfMissing(T.self, id: id) }
+    let table = registry.table(for: T.self)
+    if let value = make(stored.ids.compactMap { table.node($0)?.value }) {
+      // NB: as `prepare(_:_:make:)` loads an alias: a load is not a change.
+      lifetime.noteHoldDropped(node)
+      let events = outbox.events.count
+      journal.noteLoaded(node)
+      pass.run(into: node, payload: value, stamp: nil, call: nil, nesting: .load)
+      journal.recordLoaded()
+      if outbox.events.count > events { outbox.events.removeSubrange(events...) }
+    }
+    return stored.info
+  }
+
+  /// The answer record `name` of `T`: from the changes not yet applied, else as the write's
+  /// prefetch read it (unless it changed since), else from the store; `nil` when there is
+  /// none, or it cannot be read (logged: the resource then fetches, as with none).
+  private func readAnswerRecord<T: Identifiable & Sendable>(
+    _: T.Type, named name: String, _ persistence: _Persistence, _ persisted: _Persisted<T>
+  ) -> (ids: [T.ID], info: _StoredAnswerInfo)? {
+    switch persistence.unappliedAlias(name, kind: persisted.kind) {
+    case .saved(let values, _):
+      guard let unapplied = values as? _UnappliedAnswer, let ids = unapplied.ids as? [T.ID] else {
+        return nil
+      }
+      return (ids, unapplied.info)
+    case .deleted, .tombstone, .failed:
+      return nil
+    case .unknown:
+      break
+    }
+    let prefetched = persistence.prefetched?.typed(T.self)?.answers[name]
+    switch prefetched.flatMap({ persistence.isTouched(alias: name) ? nil : $0 })
+      ?? persisted.fetchAnswer(name)
+    {
+    case .saved(let ids, let info): return (ids, info)
+    case .none: return nil
+    case .failed(let error):
+      outbox.log { .persistenceFailed("reading the answer of \(name): \(error)") }
+      return nil
+    }
+  }
+
+  /// Lists the save of the record of the answer `ids` of `T` of the resource `name`, if `T`
+  /// is persisted. In a write.
+  func saveAnswerRecord<T: Identifiable & Sendable>(
+    _: T.Type, ids: [T.ID], name: String, list: Bool, _ info: _StoredAnswerInfo
+  ) {
+    guard audience.persistedTypes > 0, let persistence,
+      let persisted = registry.table(for: T.self).persisted
+    else { return }
+    persistence.current.append(
+      _AnswerRecord(
+        name: _AnswerRecord.storeName(of: name, kind: persisted.kind, list: list),
+        kind: persisted.kind, ids: ids, info: info))
+  }
+
   // MARK: Restoring a save slot
   //
   // Restoring a save slot (`IdentityMap.restore(from:)`): once the store holds the snapshot, one

@@ -498,6 +498,18 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
     }
   }
 
+  /// Reads the record of a resource's answer `name` from the store, and decodes the ids it
+  /// names. Calls the store and the decoder only: the map's lock need not be held.
+  func fetchAnswer(_ name: String) -> _FetchedAnswer<T.ID> {
+    do {
+      guard let record = try persistence.store.aliasRecord(named: name) else { return .none }
+      let (ids, info) = try _AnswerRecord.decode(T.self, record.payload, persistence.store)
+      return .saved(ids, info)
+    } catch {
+      return .failed("\(error)")
+    }
+  }
+
   /// Reads the alias `name` from the store, and decodes the ids it names. Calls the store and
   /// the decoder only: the map's lock need not be held.
   func fetchAlias(_ name: String) -> _FetchedAlias<T.ID> {

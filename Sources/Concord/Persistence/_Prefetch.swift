@@ -81,6 +81,17 @@ final class _Prefetch: @unchecked Sendable {
     if typed.aliases[name] == nil { typed.wantedAliases.append(name) }
   }
 
+  /// Under the map's lock: asks for the record of a resource's answer `name`, which names
+  /// entities of `persisted`'s type, and for the entities it names that memory lacks.
+  func want<T: Identifiable & Sendable>(
+    answer name: String, of persisted: _Persisted<T>, _ persistence: _Persistence
+  ) {
+    let typed = of(persisted)
+    typed.noteReading(persistence)
+    persistence.noteReadingAliases()
+    if typed.answers[name] == nil { typed.wantedAnswers.append(name) }
+  }
+
   /// Under the map's lock: asks for every entity of `persisted`'s type the store has.
   @inlinable
   func wantAll<T: Identifiable & Sendable>(
@@ -139,6 +150,10 @@ final class _Prefetched<T: Identifiable & Sendable>: _AnyPrefetched {
   /// ids it names and its stamp, or how reading it failed.
   @usableFromInline var wantedAliases: [String] = []
   @usableFromInline var aliases: [String: _FetchedAlias<T.ID>] = [:]
+  /// The records of resources' answers naming entities of the type still to read, and what
+  /// was read of each (see `_AnswerRecord`).
+  var wantedAnswers: [String] = []
+  var answers: [String: _FetchedAnswer<T.ID>] = [:]
   /// The store's tombstones of the type, when asked for (`wantsTombstones`).
   @usableFromInline var tombstones: Result<[(id: T.ID, stamp: Stamp)], any Error>?
   @usableFromInline var wantsTombstones = false
@@ -162,6 +177,7 @@ final class _Prefetched<T: Identifiable & Sendable>: _AnyPrefetched {
 
   override var hasWanted: Bool {
     wantsAll || wantsTombstones || !wanted.isEmpty || !wantedAliases.isEmpty
+      || !wantedAnswers.isEmpty
   }
 
   override func admitListed(_ count: Int, _ core: _MapCore) -> Bool {
@@ -205,6 +221,12 @@ final class _Prefetched<T: Identifiable & Sendable>: _AnyPrefetched {
       if case .saved(let ids, _) = fetched { nested.want(ids, of: T.self) }
     }
     wantedAliases = []
+    for name in wantedAnswers where answers[name] == nil {
+      let fetched = persisted.fetchAnswer(name)
+      answers[name] = fetched
+      if case .saved(let ids, _) = fetched { nested.want(ids, of: T.self) }
+    }
+    wantedAnswers = []
     if wantsAll, let all = persisted.fetchAll() {
       var ids: [T.ID] = []
       ids.reserveCapacity(all.records.count)
