@@ -28,8 +28,8 @@ extension _Table {
     hooks.unregister = { node, core in
       let node = entity(node)
       let table = node.table
-      guard table.remove(node) else { return }
-      core.outbox.bury(node)
+      guard let removed = table.remove(node) else { return }
+      core.outbox.bury(removed)
       node.s.flags.remove(.registered)
       core.registry.liveCount -= 1
       // NB: a removal reaches the indexes with the change log; a release never does.
