@@ -40,9 +40,7 @@ extension _MapCore {
   func adoptStoredTombstones<T: Identifiable & Sendable>(of persisted: _Persisted<T>?) {
     guard let persisted else { return }
     let prefetch = prefetch { prefetch, persistence in
-      let typed = prefetch.of(persisted)
-      typed.noteReading(persistence)
-      typed.wantsTombstones = true
+      prefetch.of(persisted).wantsTombstones = true
     }
     admitting(prefetch, ending: true) {
       withTable(T.self) { table in
@@ -324,9 +322,9 @@ extension _MapCore {
   @inlinable
   func want<T: Identifiable & Sendable>(alias id: _AliasID, of _: T.Type, in prefetch: _Prefetch) {
     withTable(T.self) { table in
-      guard let persisted = table.persisted, let persistence else { return }
+      guard let persisted = table.persisted else { return }
       if let node = registry.aliases[id], node.witness.hasConsumers(node) { return }
-      prefetch.want(alias: id.name, of: persisted, persistence)
+      prefetch.want(alias: id.name, of: persisted)
     }
   }
 
@@ -334,8 +332,8 @@ extension _MapCore {
   @inlinable
   func want<T: Identifiable & Sendable>(_: T.Type, id: T.ID, in prefetch: _Prefetch) {
     withTable(T.self) { table in
-      guard let persisted = table.persisted, let persistence else { return }
-      prefetch.want(id, of: persisted, in: table, persistence)
+      guard let persisted = table.persisted else { return }
+      prefetch.want(id, of: persisted, in: table)
     }
   }
 
@@ -348,7 +346,7 @@ extension _MapCore {
       guard let table = existingTable(for: T.self) else { return }
       let typed = unsafeDowncast(table.takeUnretainedValue(), to: _Table<T>.self)
       if let persisted = typed.persisted {
-        prefetch.want(id, of: persisted, in: typed, persistence)
+        prefetch.want(id, of: persisted, in: typed)
       }
     }
     return admitting(prefetch, ending: true) {
@@ -378,7 +376,7 @@ extension _MapCore {
     let prefetch = prefetch { prefetch, persistence in
       guard let table = existingTable(for: T.self) else { return }
       let typed = unsafeDowncast(table.takeUnretainedValue(), to: _Table<T>.self)
-      if let persisted = typed.persisted { prefetch.wantAll(of: persisted, persistence) }
+      if let persisted = typed.persisted { prefetch.wantAll(of: persisted) }
     }
     if let prefetch { admitWholeKinds(prefetch) }
     return query
@@ -533,9 +531,9 @@ extension _MapCore {
     answer name: String, of _: T.Type, list: Bool, in prefetch: _Prefetch
   ) {
     withTable(T.self) { table in
-      guard let persisted = table.persisted, let persistence else { return }
+      guard let persisted = table.persisted else { return }
       let storeName = _AnswerRecord.storeName(of: name, kind: persisted.kind, list: list)
-      prefetch.want(answer: storeName, of: persisted, persistence)
+      prefetch.want(answer: storeName, of: persisted)
     }
   }
 

@@ -33,10 +33,10 @@ class _AnyPersisted: @unchecked Sendable {
   func checkLayers(inFlight _: Int) -> String? { nil }
   /// Forgets the entities the write could not read: it ended.
   func forgetUnreadable() {}
-  /// Notes as touched the entities of the changes not yet applied, and all of them when a
-  /// layer deletes the whole kind (`wiped`): a prefetch starts reading the type. See
-  /// `_Prefetch.swift`.
-  func touchUnapplied(wiped: Bool) {}
+  /// Notes as touched the entities of the layers in flight, and all of them when a layer
+  /// deletes the whole kind (`wiped`): the writer applied them while a prefetch was
+  /// outstanding, which may have read the store before or after. See `_Prefetch.swift`.
+  func touchApplied(wiped: Bool) {}
   /// Notes that every entity of the type may have changed in the store.
   func touchAll() {}
   /// Forgets what changed: no prefetch is outstanding any more.
@@ -378,11 +378,9 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
     touchesAll || (!touched.isEmpty && touched.contains(id))
   }
 
-  override func touchUnapplied(wiped: Bool) {
+  override func touchApplied(wiped: Bool) {
     if wiped { touchesAll = true }
-    for row in open { touched.insert(row.id) }
     for layer in inFlight { for row in layer { touched.insert(row.id) } }
-    for id in stuck.keys { touched.insert(id) }
   }
 
   override func touchAll() {

@@ -155,7 +155,7 @@ extension _Table {
       guard node.persists,
         let persisted = unsafeDowncast(node.witness.table, to: _Table<T>.self).persisted
       else { return }
-      prefetch.want(alias: node.id.name, of: persisted, persistence)
+      prefetch.want(alias: node.id.name, of: persisted)
     }
     hooks.feedConsumers = { node, kind, _, stampBefore, core in
       let node = alias(node)

@@ -143,7 +143,7 @@ struct _TableQueries {
       wantAggregates: { erased, prefetch, persistence in
         let table = table(erased)
         guard let persisted = table.persisted, !table.schema.isLeaf else { return }
-        prefetch.wantAll(of: persisted, persistence)
+        prefetch.wantAll(of: persisted)
       },
       reloadFromStore: { erased, core in
         let table = table(erased)
@@ -153,7 +153,6 @@ struct _TableQueries {
         let table = table(erased)
         guard let persisted = table.persisted else { return }
         let typed = prefetch.of(persisted)
-        typed.noteReading(persistence)
         table.slots.forEachNode { typed.wanted.append($0.takeUnretainedValue().value.id) }
         typed.wantsTombstones = true
         if table.consumers?.queryNodes.isEmpty == false { typed.wantsAll = true }
