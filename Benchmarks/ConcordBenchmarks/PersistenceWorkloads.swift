@@ -174,7 +174,8 @@ extension Workloads {
       sqlite3_finalize(statement)
       sqlite3_close(database)
       precondition(map.count == 0, "every found entity was released again")
-      result.note = "floor: a raw SELECT of the row by primary key, decoded with the store's decoder"
+      result.note =
+        "floor: a raw SELECT of the row by primary key, decoded with the store's decoder"
       return result
     }
   }
