@@ -59,7 +59,9 @@ let package = Package(
         "Concord", "ConcordSQLite", "ConcordTesting", "TestSupport",
         .target(name: "CSQLite", condition: .when(platforms: [.linux, .android, .windows])),
       ]),
-    .testTarget(name: "ReadmeTests", dependencies: ["Concord", "ConcordSQLite", "ConcordTesting"]),
+    .testTarget(
+      name: "ReadmeTests",
+      dependencies: ["Concord", "ConcordSQLite", "ConcordTesting", "TestSupport"]),
     .testTarget(name: "ConcordDemoTests", dependencies: ["ConcordDemo"]),
     .testTarget(name: "ConcordTestingTests", dependencies: ["Concord", "ConcordTesting"]),
   ],

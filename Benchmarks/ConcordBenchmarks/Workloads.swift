@@ -18,7 +18,8 @@ struct Workloads {
     "store.page.decoded", "query.maintain", "query.indexed.open", "collector.drain",
     "optimistic.apply+rollback", "optimistic.shadowed.write", "persist.write", "persist.page",
     "persist.find.cold", "remove.tombstoned", "query.open.persisted", "read.during.load",
-    "persist.save", "persist.restore", "shared.propagate", "shared.write",
+    "persist.save", "persist.restore", "resource.load.fresh", "resource.join", "resource.answer",
+    "shared.propagate", "shared.write",
   ]
 
   func run(_ name: String) -> Result {
@@ -52,6 +53,9 @@ struct Workloads {
     case "read.during.load": readDuringLoad()
     case "persist.save": persistSave()
     case "persist.restore": persistRestore()
+    case "resource.load.fresh": resourceLoadFresh()
+    case "resource.join": resourceJoin()
+    case "resource.answer": resourceAnswer()
     case "shared.propagate": sharedPropagate()
     case "shared.write": sharedWrite()
     default: fatalError("unknown workload \(name)")

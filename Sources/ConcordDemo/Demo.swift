@@ -34,37 +34,47 @@ struct Demo {
 
   /// Plays the story and returns what happened.
   @discardableResult
-  func run() throws -> Outcome {
+  func run() async throws -> Outcome {
     let client = try ReadingClient(console: console, quiet: false, database: database)
     let map = client.map
     var outcome = Outcome()
+    let feedResource = client.feed
 
-    // Offline first: the last feed this app saw, from disk, shown until the network answers.
-    var cached: EntityObserver<FeedPage>?
+    // Offline first: the last feed this app saw, the feed resource's answer kept in the file,
+    // shown until the network answers.
     if let database {
-      cached = map.find(FeedPage.self, id: 1)
-      outcome.cachedFeed = cached?.value
-      let titles = cached?.value.books.map { "\($0.title) — \($0.author.name)" }
+      outcome.cachedFeed = feedResource.state.value
+      let titles = outcome.cachedFeed?.books.map { "\($0.title) — \($0.author.name)" }
       console.write("open \((database as NSString).lastPathComponent)")
       console.say("cache", titles?.joined(separator: " · ") ?? "no feed yet: a first launch")
     }
 
-    console.write("GET /feed?page=1")
-    let page = try client.loadFeed(ScriptedServer.feedPage)
-    cached = nil
-    console.write("GET /authors/1")
-    let profile = try client.loadAuthor(ScriptedServer.authorProfile)
+    // The feed screen and the shelf ask for the feed at once: one request answers both.
+    client.network.hold("/feed?page=1", until: 2)
+    @Sendable func ask() async throws -> FeedPage {
+      client.network.ask("/feed?page=1")
+      return try await feedResource.refresh()
+    }
+    async let forFeed = ask()
+    async let forShelf = ask()
+    _ = try await (forFeed, forShelf)
+    console.say(
+      "net", "2 screens asked for the feed: \(client.network.requests("/feed?page=1")) request")
+    // The author's profile, fetched whatever a previous launch kept: its first request fails,
+    // and the resource retries it.
+    let profileResource = client.author(1)
+    try await profileResource.refresh()
+    let page = map.find(FeedPage.self, id: 1)!
+    let profile = map.find(Author.self, id: 1)!
     let feed = Screen.feed(page, console: console, quiet: false)
     let author = Screen.author(profile, console: console, quiet: false)
     let shelf = Screen.shelf(of: 1, in: map, console: console, quiet: false)
 
-    console.write("GET /books/dune")
     var bookScreen: Screen<Book>? = .book(
-      try client.loadBook(ScriptedServer.book), console: console, quiet: false)
+      try await client.book("dune"), console: console, quiet: false)
 
-    console.write("GET /me")
     let header = Screen.header(map.find(named: .currentUser), console: console, quiet: false)
-    try client.loadMe(ScriptedServer.me)
+    try await client.signIn()
     console.say("map", "\(map.count) entities live")
 
     for (line, result) in Event.parse(lines: events) {
@@ -95,6 +105,7 @@ struct Demo {
     outcome.shelf = map.query(Book.self, where: \.author.id, equals: 1).value.map(\.title).sorted()
     outcome.feed = page.value
     outcome.user = map.find(named: .currentUser).value
+    withExtendedLifetime((feedResource, profileResource)) {}
     console.write(
       "done: \(outcome.applied) events applied (\(outcome.refused) refused as stale), "
         + "\(outcome.badLines.count) bad lines skipped; \(outcome.live) entities live; "

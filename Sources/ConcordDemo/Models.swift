@@ -58,3 +58,13 @@ extension AliasKey where Value == User {
   /// Whoever is signed in.
   static var currentUser: Self { .init("currentUser") }
 }
+
+extension ResourceKey where Value == FeedPage {
+  /// The home feed's first page.
+  static var homeFeed: Self { .init("feed/1") }
+}
+
+extension ResourceKey where Value == Author {
+  /// An author's profile.
+  static func author(_ id: Int) -> Self { .init("authors/\(id)") }
+}

@@ -8,11 +8,14 @@ final class ReadingClient: Sendable {
   let map: IdentityMap
   /// What the map logged, as the demo reports it.
   let log: DemoLogger
+  /// The scripted server, over a network with latency.
+  let network: ScriptedNetwork
 
   /// A client whose map is in memory only, or, with `database`, also kept in that SQLite file,
   /// so that the next launch starts from what this one saw.
   init(console: Console, quiet: Bool, database: String? = nil) throws {
     log = DemoLogger(console: console, quiet: quiet)
+    network = ScriptedNetwork(console: console, quiet: quiet)
     guard let database else {
       map = IdentityMap(logger: log)
       return
@@ -24,30 +27,49 @@ final class ReadingClient: Sendable {
     map.persist(User.self)
   }
 
-  // MARK: REST
+  // MARK: Resources
 
-  /// Stores a feed page and returns a handle on it.
+  /// The home feed's first page: one request however many screens ask at once. Its answer is
+  /// kept in the SQLite file with the map, when there is one, so that the next launch shows it
+  /// before the server answers.
+  ///
+  /// NB: no `modifiedAt`: each book carries its own `updated_at`.
+  var feed: Resource<FeedPage> {
+    map.resource(.homeFeed, staleAfter: .seconds(60)) { [network] in
+      try ScriptedServer.decode(FeedPage.self, from: try await network.get("/feed?page=1")).payload
+    }
+  }
+
+  /// An author's profile, merged into what the feed's stubs said. A failed request is retried
+  /// after 40 ms, then 80 ms.
+  func author(_ id: Int) -> Resource<Author> {
+    map.resource(
+      .author(id), retry: .exponential(attempts: 3, base: .milliseconds(40), jitter: false)
+    ) { [network] in
+      try ScriptedServer.decode(Author.self, from: try await network.get("/authors/\(id)")).payload
+    }
+  }
+
+  /// A book, fetched once for its screen.
+  func book(_ id: String) async throws -> EntityObserver<Book> {
+    map.store(
+      try ScriptedServer.decode(Book.self, from: try await network.get("/books/\(id)")).payload)
+  }
+
+  /// Stores the signed-in user in the `currentUser` alias.
+  func signIn() async throws {
+    let response = try ScriptedServer.decode(User.self, from: try await network.get("/me"))
+    map.store(response.payload, named: .currentUser, modifiedAt: response.stamp)
+  }
+
+  // MARK: REST, without the network
+
+  /// Stores a feed page and returns a handle on it: the throughput run's start.
   ///
   /// NB: no `modifiedAt`: each book carries its own `updated_at`, and the author stubs carry
   /// none, which is right: a stub is not as new as the book that nests it.
   func loadFeed(_ data: Data) throws -> EntityObserver<FeedPage> {
     map.store(try ScriptedServer.decode(FeedPage.self, from: data).payload)
-  }
-
-  /// Stores an author's profile, merged into what the feed's stubs said.
-  func loadAuthor(_ data: Data) throws -> EntityObserver<Author> {
-    map.store(try ScriptedServer.decode(Author.self, from: data).payload)
-  }
-
-  /// Stores a book and returns a handle on it.
-  func loadBook(_ data: Data) throws -> EntityObserver<Book> {
-    map.store(try ScriptedServer.decode(Book.self, from: data).payload)
-  }
-
-  /// Stores the signed-in user in the `currentUser` alias.
-  func loadMe(_ data: Data) throws {
-    let response = try ScriptedServer.decode(User.self, from: data)
-    map.store(response.payload, named: .currentUser, modifiedAt: response.stamp)
   }
 
   // MARK: Websocket

@@ -83,3 +83,108 @@ enum ScriptedServer {
     try JSONDecoder().decode(Response<Payload>.self, from: data)
   }
 }
+
+/// The scripted server as the client reaches it over the network: every request takes
+/// `latency`, and is printed when it is sent; `/authors/1` answers `503 Service Unavailable` the
+/// first time, so that the client's retry shows.
+final class ScriptedNetwork: Sendable {
+  /// A status other than 200.
+  struct Status: Error, CustomStringConvertible {
+    let code: Int
+    var description: String { code == 503 ? "503 Service Unavailable" : "\(code)" }
+  }
+
+  let console: Console
+  let quiet: Bool
+  let latency: Duration
+  private let state = Guarded(State())
+
+  private struct State {
+    var failures: [String: Int] = ["/authors/1": 1]
+    var requests: [String: Int] = [:]
+    /// How many screens the server waits for before it answers a path; see `hold(_:until:)`.
+    var holds: [String: Int] = [:]
+    /// How many screens said they are about to ask for a path; see `ask(_:)`.
+    var asking: [String: Int] = [:]
+    var waiting: [(path: String, count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+  }
+
+  init(console: Console, quiet: Bool, latency: Duration = .milliseconds(50)) {
+    self.console = console
+    self.quiet = quiet
+    self.latency = latency
+  }
+
+  /// How many requests of `path` were sent.
+  func requests(_ path: String) -> Int {
+    state.withValue { $0.requests[path, default: 0] }
+  }
+
+  /// Holds the answer to `path` until `screens` screens said they ask for it (`ask(_:)`), so
+  /// that the demo's output does not depend on which of them the scheduler runs first: each
+  /// says so right before it asks, and the request's latency is counted from there.
+  func hold(_ path: String, until screens: Int) {
+    state.withValue { $0.holds[path] = screens }
+  }
+
+  /// A screen is about to ask for `path`; see `hold(_:until:)`.
+  func ask(_ path: String) {
+    let ready = state.withValue { state in
+      state.asking[path, default: 0] += 1
+      let asking = state.asking[path]!
+      let ready = state.waiting.filter { $0.path == path && $0.count <= asking }
+      state.waiting.removeAll { $0.path == path && $0.count <= asking }
+      return ready
+    }
+    for waiter in ready { waiter.continuation.resume() }
+  }
+
+  /// `GET path`: its body after `latency`, or the scripted failure.
+  func get(_ path: String) async throws -> Data {
+    if !quiet { console.write("GET \(path)") }
+    await withCheckedContinuation { continuation in
+      let ready = state.withValue { state in
+        state.requests[path, default: 0] += 1
+        let screens = state.holds[path, default: 0]
+        guard state.asking[path, default: 0] < screens else { return true }
+        state.waiting.append((path, screens, continuation))
+        return false
+      }
+      if ready { continuation.resume() }
+    }
+    try await Task.sleep(for: latency)
+    let failing = state.withValue { state in
+      guard let left = state.failures[path], left > 0 else { return false }
+      state.failures[path] = left - 1
+      return true
+    }
+    if failing {
+      if !quiet { console.say("net", "\(Status(code: 503)): the client retries") }
+      throw Status(code: 503)
+    }
+    guard let body = ScriptedServer.routes[path] else { throw Status(code: 404) }
+    return body
+  }
+}
+
+extension ScriptedServer {
+  /// The REST responses, by path.
+  static var routes: [String: Data] {
+    ["/feed?page=1": feedPage, "/authors/1": authorProfile, "/books/dune": book, "/me": me]
+  }
+}
+
+/// A value shared between tasks, guarded by a lock.
+final class Guarded<Value>: @unchecked Sendable {
+  // NB: @unchecked because `value` is only touched while holding `lock`.
+  private let lock = NSLock()
+  private var value: Value
+
+  init(_ value: Value) {
+    self.value = value
+  }
+
+  func withValue<R>(_ body: (inout Value) -> R) -> R {
+    lock.withLock { body(&value) }
+  }
+}

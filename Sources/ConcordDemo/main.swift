@@ -58,12 +58,12 @@ do {
     demo.events = text
     demo.source = (replay as NSString).lastPathComponent
     demo.closeBookScreenBeforeLine = nil
-    try demo.run()
+    try await demo.run()
   } else {
     print("Concord demo: a reading app's client and a scripted server\n")
     var demo = Demo(console: .standardOutput)
     demo.database = database
-    try demo.run()
+    try await demo.run()
   }
 } catch {
   FileHandle.standardError.write(Data("error: \(error)\n".utf8))

@@ -15,9 +15,9 @@ final class Transcript: @unchecked Sendable {
 
 @Suite("ConcordDemo")
 struct DemoTests {
-  @Test func theScriptedStoryEndsInTheExpectedState() throws {
+  @Test func theScriptedStoryEndsInTheExpectedState() async throws {
     let transcript = Transcript()
-    let outcome = try Demo(console: transcript.console).run()
+    let outcome = try await Demo(console: transcript.console).run()
 
     #expect(outcome.applied == 6)
     #expect(
@@ -42,20 +42,20 @@ struct DemoTests {
     #expect(outcome.shelfDraws == 4, "opened, the rename, the burst, the removal")
   }
 
-  @Test func aSecondRunWithTheSameDatabaseStartsFromTheCachedFeed() throws {
+  @Test func aSecondRunWithTheSameDatabaseStartsFromTheCachedFeed() async throws {
     let directory = NSTemporaryDirectory() + "concord-demo-\(UUID().uuidString)"
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: directory) }
     var demo = Demo(console: Transcript().console)
     demo.database = directory + "/demo.sqlite"
 
-    let first = try demo.run()
+    let first = try await demo.run()
     #expect(first.cachedFeed == nil, "a first launch has nothing cached")
 
     let transcript = Transcript()
     demo = Demo(console: transcript.console)
     demo.database = directory + "/demo.sqlite"
-    let second = try demo.run()
+    let second = try await demo.run()
     #expect(second.cachedFeed == first.feed, "the feed the first run ended with")
     // The cached feed is shown before the server is asked for anything.
     let lines = transcript.lines
@@ -66,9 +66,9 @@ struct DemoTests {
     #expect(lines.contains { $0.contains("discarded stale write to Book(earthsea)") })
   }
 
-  @Test func theTranscriptTellsTheStory() throws {
+  @Test func theTranscriptTellsTheStory() async throws {
     let transcript = Transcript()
-    try Demo(console: transcript.console).run()
+    try await Demo(console: transcript.console).run()
     let text = transcript.lines.joined(separator: "\n")
     #expect(
       text.contains("discarded stale write to Author(1): incoming stamp 103 is not newer than 105"))
@@ -98,21 +98,33 @@ struct DemoTests {
       "the renaming event's stub merges into the profile: the bio stays")
   }
 
-  @Test func theOutputIsDeterministic() throws {
+  @Test func theClientFetchesThroughResources() async throws {
+    let transcript = Transcript()
+    try await Demo(console: transcript.console).run()
+    let lines = transcript.lines
+    #expect(lines.filter { $0 == "GET /feed?page=1" }.count == 1, "two screens, one request")
+    #expect(lines.contains("  net    │ 2 screens asked for the feed: 1 request"))
+    let retry = try #require(
+      lines.firstIndex(of: "  net    │ 503 Service Unavailable: the client retries"))
+    #expect(lines[retry - 1] == "GET /authors/1" && lines[retry + 1] == "GET /authors/1")
+    #expect(lines.filter { $0 == "GET /authors/1" }.count == 2, "one failure, one retry")
+  }
+
+  @Test func theOutputIsDeterministic() async throws {
     let first = Transcript()
     let second = Transcript()
-    try Demo(console: first.console).run()
-    try Demo(console: second.console).run()
+    try await Demo(console: first.console).run()
+    try await Demo(console: second.console).run()
     #expect(first.lines == second.lines)
   }
 
-  @Test func theShippedReplayFilePlaysWithoutErrors() throws {
+  @Test func theShippedReplayFilePlaysWithoutErrors() async throws {
     let file = URL(filePath: #filePath).deletingLastPathComponent().appending(
       path: "../../Examples/events.jsonl")
     var demo = Demo(console: Transcript().console)
     demo.events = try String(contentsOf: file, encoding: .utf8)
     demo.closeBookScreenBeforeLine = nil
-    let outcome = try demo.run()
+    let outcome = try await demo.run()
     #expect(outcome.badLines.isEmpty)
     #expect(outcome.applied == 6)
     #expect(outcome.refused == 1)

@@ -197,6 +197,42 @@ struct ReadsOffTheLockTests {
     withExtendedLifetime((held, user)) {}
   }
 
+  @Test("A resource made over a persisted answer reads it, and its entities, outside the lock")
+  func aResourceParkedInTheStoreBlocksNoReader() async throws {
+    let directory = TemporaryDirectory()
+    let key = ResourceKey<[Issue]>("repos/apple/swift/issues")
+    let clock = ManualClock(now: Date(timeIntervalSince1970: 1_000))
+    do {
+      let map = try launch(directory.database, clock: clock)
+      let inbox = map.resource(key, staleAfter: .seconds(60)) { [Issue.make(3), Issue.make(1)] }
+      try await inbox.load()
+      try map.flush()
+    }
+    let store = try GatedStore(path: directory.database)
+    let map = launch(store, clock: clock)
+    let held = map.store(Author(id: 1, name: "held"))
+    let made = Locked<Resource<[Issue]>?>(nil)
+    Self.whileParked(
+      store,
+      {
+        made.withValue {
+          $0 = map.resource(key, staleAfter: .seconds(60)) {
+            throw URLError(.notConnectedToInternet)
+          }
+        }
+      },
+      meanwhile: {
+        #expect(map.find(Author.self, id: 1)?.value.name == "held")
+        // An issue of the answer, written meanwhile with a newer stamp: it wins over the read.
+        map.store(Issue.make(1, title: "newer, meanwhile", at: 20))
+      })
+    let state = try #require(made.value).state
+    #expect(state.value?.map(\.id) == [3, 1], "the stored answer, in its order")
+    #expect(state.value?.last?.title == "newer, meanwhile")
+    #expect(state.fetchedAt == Date(timeIntervalSince1970: 1_000))
+    withExtendedLifetime(held) {}
+  }
+
   @Test("A restore reads the snapshot outside the lock, and is one write")
   func aRestoreParkedInTheStoreBlocksNoReader() throws {
     let directory = TemporaryDirectory()

@@ -284,6 +284,13 @@ final class _MapCore: @unchecked Sendable {
   /// Whether the map was made with a store.
   @inlinable var hasStore: Bool { persistence != nil }
 
+  /// Whether some entity type is persisted.
+  @inlinable var persistsTypes: Bool { audience.persistedTypes > 0 }
+
+  /// The version of the map's deliveries: of two reads under the lock, the one at the higher
+  /// version is newer.
+  @inlinable var deliveryVersion: UInt64 { outbox.version }
+
   /// Whether the calling thread, which holds the lock, is in the outermost write.
   @inlinable var isOutermost: Bool { frame.depth == 1 }
 

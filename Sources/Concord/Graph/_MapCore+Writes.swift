@@ -185,6 +185,22 @@ extension _MapCore {
     emptyAlias(node)
   }
 
+  /// Writes `value` into the slot of a resource's answer: one pass, the slot unstamped (every
+  /// fetch replaces the answer before it), each entity judged by `stamp`, or its own.
+  func storeAnswer<Value: Sendable>(_ value: Value, into node: _AliasNode<Value>, stamp: Stamp?) {
+    lifetime.noteHoldDropped(node)
+    let schema = node.schema.takeUnretainedValue()
+    if audience.persistedTypes > 0 { loadMissing(in: Optional(value), schema: schema) }
+    pass.run(into: node, payload: value, stamp: nil, call: stamp)
+  }
+
+  /// Empties the slot of a resource's answer let go. It never persists, so the store keeps
+  /// its record.
+  func releaseAnswer(_ node: _AnyNode) {
+    guard node.witness.holdsAliasValue(node) else { return }
+    emptyAlias(node)
+  }
+
   /// Empties an alias node: value `nil`, no links, no stamp.
   func emptyAlias(_ node: _AnyNode) {
     journal.touch(node, audience)

@@ -17,13 +17,17 @@ extension IdentityMap {
   ///   - persistence: The store. Give each store to one map.
   ///   - tombstones: How many removed entities' stamps the map remembers; see
   ///     ``TombstonePolicy``. The store keeps those of persisted types.
+  ///   - clock: The time resources use; see ``ResourceClock``. With the system's clock, a
+  ///     persisted answer's age survives a restart.
   public convenience init(
     logger: (any IdentityMapLogger)? = nil, retention: RetentionPolicy = .none,
-    persistence: any PersistentStore, tombstones: TombstonePolicy = .default
+    persistence: any PersistentStore, tombstones: TombstonePolicy = .default,
+    clock: any ResourceClock = .system
   ) {
     self.init(
       core: _MapCore(
-        logger: logger, retention: retention, persistence: persistence, tombstones: tombstones))
+        logger: logger, retention: retention, persistence: persistence, tombstones: tombstones),
+      clock: clock)
   }
 
   /// Persists `type` under the name `String(describing: type)`, such as `Issue`.
@@ -142,7 +146,9 @@ extension IdentityMap {
   /// matching entities; tombstones of persisted types are the snapshot's. Each handle, query
   /// and alias is told once, after the write. Entities of types that are not persisted are
   /// untouched (a persisted aggregate restored over one shows it as it is in memory). Every
-  /// write committed before the call reaches the store first, and is then replaced.
+  /// write committed before the call reaches the store first, and is then replaced. Every
+  /// resource is then invalidated, as by ``invalidateResources(prefix:)``: its answer, whose
+  /// entities took the snapshot's values, is fetched again at its next `load()`.
   ///
   /// Like ``flush()``, call it outside the map's writes. See "Save slots" in
   /// <doc:PersistenceAndOffline>.
@@ -155,6 +161,7 @@ extension IdentityMap {
   /// - Precondition: The map was made with a store.
   public func restore(from path: String) throws {
     try _core.restore(from: path)
+    invalidateResources()
   }
 
   /// Removes every entity and alias, from memory and from the store.

@@ -21,6 +21,8 @@
 /// is released, on the writing thread, before the write returns.
 public final class IdentityMap: Sendable {
   @usableFromInline let _core: _MapCore
+  /// The live resources, and the clock they run on; see `resource(_:policy:staleAfter:keepFor:retry:load:)`.
+  let _resources: _ResourceRegistry
 
   /// Creates an empty map.
   ///
@@ -29,8 +31,14 @@ public final class IdentityMap: Sendable {
   ///     releases, alias changes. ``PrintLogger`` prints them.
   ///   - tombstones: How many removed entities' stamps the map remembers, to refuse a replayed
   ///     write of them; see ``TombstonePolicy``.
-  public init(logger: (any IdentityMapLogger)? = nil, tombstones: TombstonePolicy = .default) {
+  ///   - clock: The time resources use: their answers' ages, retries' waits, `keepFor`; see
+  ///     ``ResourceClock``.
+  public init(
+    logger: (any IdentityMapLogger)? = nil, tombstones: TombstonePolicy = .default,
+    clock: any ResourceClock = .system
+  ) {
     _core = _MapCore(logger: logger, tombstones: tombstones)
+    _resources = _ResourceRegistry(clock: clock)
   }
 
   /// Creates an empty map that keeps entities nobody holds any more, as `retention` says.
@@ -42,19 +50,22 @@ public final class IdentityMap: Sendable {
   /// ```
   ///
   /// - Parameters:
-  ///   - logger: Receives what the map does; see ``init(logger:tombstones:)``.
+  ///   - logger: Receives what the map does; see ``init(logger:tombstones:clock:)``.
   ///   - retention: How many released entities stay findable; see ``RetentionPolicy``.
   ///   - tombstones: How many removed entities' stamps the map remembers; see
   ///     ``TombstonePolicy``.
+  ///   - clock: The time resources use; see ``ResourceClock``.
   public convenience init(
     logger: (any IdentityMapLogger)? = nil, retention: RetentionPolicy,
-    tombstones: TombstonePolicy = .default
+    tombstones: TombstonePolicy = .default, clock: any ResourceClock = .system
   ) {
-    self.init(core: _MapCore(logger: logger, retention: retention, tombstones: tombstones))
+    self.init(
+      core: _MapCore(logger: logger, retention: retention, tombstones: tombstones), clock: clock)
   }
 
-  init(core: _MapCore) {
+  init(core: _MapCore, clock: any ResourceClock) {
     _core = core
+    _resources = _ResourceRegistry(clock: clock)
   }
 
   // MARK: Storing

@@ -3,7 +3,7 @@
 ///
 /// You do not implement this to use persistence: `ConcordSQLite`'s `SQLiteStore` is the store
 /// the library ships. Implement it to keep entities somewhere else, or to fake a store in
-/// tests. Give the store to ``IdentityMap/init(logger:retention:persistence:tombstones:)``, then name the
+/// tests. Give the store to ``IdentityMap/init(logger:retention:persistence:tombstones:clock:)``, then name the
 /// types to persist with ``IdentityMap/persist(_:)``.
 ///
 /// The map calls a store from two places, and never from both at once for the same call:
@@ -33,6 +33,10 @@ public protocol PersistentStore: AnyObject, Sendable {
   func record(kind: String, key: [UInt8]) throws -> PersistentRecord?
 
   /// The record kept for the alias named `name`, or `nil` if the store has none.
+  ///
+  /// Resources of persisted types keep their answers as alias records too, under names that
+  /// start with a control character (U+0001), whose payload is the map's own encoding of the
+  /// answer's ids, age and validator: a store keeps them as it keeps any alias record.
   func aliasRecord(named name: String) throws -> PersistentRecord?
 
   /// Applies `changes` in order, all of them or none: one store transaction.

@@ -40,9 +40,7 @@ extension _MapCore {
   func adoptStoredTombstones<T: Identifiable & Sendable>(of persisted: _Persisted<T>?) {
     guard let persisted else { return }
     let prefetch = prefetch { prefetch, persistence in
-      let typed = prefetch.of(persisted)
-      typed.noteReading(persistence)
-      typed.wantsTombstones = true
+      prefetch.of(persisted).wantsTombstones = true
     }
     admitting(prefetch, ending: true) {
       withTable(T.self) { table in
@@ -328,9 +326,9 @@ extension _MapCore {
   @inlinable
   func want<T: Identifiable & Sendable>(alias id: _AliasID, of _: T.Type, in prefetch: _Prefetch) {
     withTable(T.self) { table in
-      guard let persisted = table.persisted, let persistence else { return }
+      guard let persisted = table.persisted else { return }
       if let node = registry.aliases[id], node.witness.hasConsumers(node) { return }
-      prefetch.want(alias: id.name, of: persisted, persistence)
+      prefetch.want(alias: id.name, of: persisted)
     }
   }
 
@@ -338,8 +336,8 @@ extension _MapCore {
   @inlinable
   func want<T: Identifiable & Sendable>(_: T.Type, id: T.ID, in prefetch: _Prefetch) {
     withTable(T.self) { table in
-      guard let persisted = table.persisted, let persistence else { return }
-      prefetch.want(id, of: persisted, in: table, persistence)
+      guard let persisted = table.persisted else { return }
+      prefetch.want(id, of: persisted, in: table)
     }
   }
 
@@ -352,7 +350,7 @@ extension _MapCore {
       guard let table = existingTable(for: T.self) else { return }
       let typed = unsafeDowncast(table.takeUnretainedValue(), to: _Table<T>.self)
       if let persisted = typed.persisted {
-        prefetch.want(id, of: persisted, in: typed, persistence)
+        prefetch.want(id, of: persisted, in: typed)
       }
     }
     return admitting(prefetch, ending: true) {
@@ -382,7 +380,7 @@ extension _MapCore {
     let prefetch = prefetch { prefetch, persistence in
       guard let table = existingTable(for: T.self) else { return }
       let typed = unsafeDowncast(table.takeUnretainedValue(), to: _Table<T>.self)
-      if let persisted = typed.persisted { prefetch.wantAll(of: persisted, persistence) }
+      if let persisted = typed.persisted { prefetch.wantAll(of: persisted) }
     }
     if let prefetch { admitWholeKinds(prefetch) }
     return query
@@ -529,6 +527,92 @@ extension _MapCore {
     persistence.current.append(_AliasOp(name: name, kind: nil, values: nil, stamp: nil))
   }
 
+  // MARK: Resources' answers (see `_AnswerRecord.swift`)
+
+  /// Asks `prefetch` for the record of the answer of the resource `name`, whose entities are
+  /// `T`s, and for the entities it names, when `T` is persisted.
+  func want<T: Identifiable & Sendable>(
+    answer name: String, of _: T.Type, list: Bool, in prefetch: _Prefetch
+  ) {
+    withTable(T.self) { table in
+      guard let persisted = table.persisted else { return }
+      let storeName = _AnswerRecord.storeName(of: name, kind: persisted.kind, list: list)
+      prefetch.want(answer: storeName, of: persisted)
+    }
+  }
+
+  /// Fills the empty slot `node` with the answer the store keeps for the resource `name`, if
+  /// `T` is persisted and there is one: its entities are loaded, and the slot takes them as a
+  /// load, which tells nobody. Returns when that answer was fetched, and its validator. The
+  /// store is read outside the lock when the write admits a prefetch that asked for it
+  /// (`want(answer:of:list:in:)`).
+  func loadStoredAnswer<T: Identifiable & Sendable, Value: Sendable>(
+    _: T.Type, into node: _AliasNode<Value>, name: String, list: Bool, make: ([T]) -> Value?
+  ) -> _StoredAnswerInfo? {
+    guard let persistence, let persisted = registry.table(for: T.self).persisted else {
+      return nil
+    }
+    let storeName = _AnswerRecord.storeName(of: name, kind: persisted.kind, list: list)
+    guard let stored = readAnswerRecord(T.self, named: storeName, persistence, persisted) else {
+      return nil
+    }
+    for id in stored.ids { loadIfMissing(T.self, id: id) }
+    let table = registry.table(for: T.self)
+    if let value = make(stored.ids.compactMap { table.node($0)?.value }) {
+      // NB: as `prepare(_:_:make:)` loads an alias: a load is not a change.
+      lifetime.noteHoldDropped(node)
+      let events = outbox.events.count
+      journal.noteLoaded(node)
+      pass.run(into: node, payload: value, stamp: nil, call: nil, nesting: .load)
+      journal.recordLoaded()
+      if outbox.events.count > events { outbox.events.removeSubrange(events...) }
+    }
+    return stored.info
+  }
+
+  /// The answer record `name` of `T`: from the changes not yet applied, else as the write's
+  /// prefetch read it (unless it changed since), else from the store; `nil` when there is
+  /// none, or it cannot be read (logged: the resource then fetches, as with none).
+  private func readAnswerRecord<T: Identifiable & Sendable>(
+    _: T.Type, named name: String, _ persistence: _Persistence, _ persisted: _Persisted<T>
+  ) -> (ids: [T.ID], info: _StoredAnswerInfo)? {
+    switch persistence.unappliedAlias(name, kind: persisted.kind) {
+    case .saved(let values, _):
+      guard let unapplied = values as? _UnappliedAnswer, let ids = unapplied.ids as? [T.ID] else {
+        return nil
+      }
+      return (ids, unapplied.info)
+    case .deleted, .tombstone, .failed:
+      return nil
+    case .unknown:
+      break
+    }
+    let prefetched = persistence.prefetched?.typed(T.self)?.answers[name]
+    switch prefetched.flatMap({ persistence.isTouched(alias: name) ? nil : $0 })
+      ?? persisted.fetchAnswer(name)
+    {
+    case .saved(let ids, let info): return (ids, info)
+    case .none: return nil
+    case .failed(let error):
+      outbox.log { .persistenceFailed("reading the answer of \(name): \(error)") }
+      return nil
+    }
+  }
+
+  /// Lists the save of the record of the answer `ids` of `T` of the resource `name`, if `T`
+  /// is persisted. In a write.
+  func saveAnswerRecord<T: Identifiable & Sendable>(
+    _: T.Type, ids: [T.ID], name: String, list: Bool, _ info: _StoredAnswerInfo
+  ) {
+    guard audience.persistedTypes > 0, let persistence,
+      let persisted = registry.table(for: T.self).persisted
+    else { return }
+    persistence.current.append(
+      _AnswerRecord(
+        name: _AnswerRecord.storeName(of: name, kind: persisted.kind, list: list),
+        kind: persisted.kind, ids: ids, info: info))
+  }
+
   // MARK: Restoring a save slot
   //
   // Restoring a save slot (`IdentityMap.restore(from:)`): once the store holds the snapshot, one
@@ -662,13 +746,14 @@ extension _MapCore {
   // wrote it there already, and handing it back would bounce it between processes forever.
   //
   // A sync (`syncExternalChanges()`): on the persistence writer, once every write this map
-  // committed before is applied, a prefetch begins and notes every persisted entity and alias
-  // with changes not yet applied as touched; the store then says what the other processes
-  // committed, with none of the map's locks held. So a write of this map the store has not
-  // taken yet, touched, will reach the store after everything read: the store's order puts it
-  // last, and this map keeps it unless the other process's value wins by its stamp anyway
-  // (`applyExternal(_:)`). The changes are decoded, and the persisted entities they nest that
-  // memory lacks are read, outside the lock; then each commit is admitted in one write.
+  // committed before is applied, a prefetch begins, and the store says what the other
+  // processes committed, with none of the map's locks held. From then on, the writer notes
+  // what it applies as touched (`_Persistence.noteApplied(_:)`): so a write of this map still
+  // among the changes not yet applied when the sync admits, or touched, reaches the store after
+  // everything read (`changedSinceApplied`): the store's order puts it last, and this map keeps
+  // it unless the other process's value wins by its stamp anyway (`applyExternal(_:)`). The
+  // changes are decoded, and the persisted entities they nest that memory lacks are read,
+  // outside the lock; then each commit is admitted in one write.
   //
   // A change of an entity memory lacks is applied only when a live query or collector of its
   // type could want it (an entity new in the file that matches a query appears in it): nothing
@@ -707,7 +792,6 @@ extension _MapCore {
       let read = try persistence.readExternal(
         prepare: {
           persistence.beginPrefetch()
-          persistence.noteReadingEverything()
           kinds = persistence.typesByKind()
         },
         failed: { persistence.endPrefetch() })
@@ -767,6 +851,11 @@ extension _MapCore {
     case .deleteEverything:
       return kinds.keys.sorted().map { _ExternalWipe(kinds[$0]!) } + [_ExternalAliasRemoval(.all)]
     }
+    // NB: a resource's answer record (`_AnswerRecord`): its entities reach the resource's slot
+    // as any entity does; the answer itself is read when a resource of this map is made.
+    if case .saveAlias(let name, _, _) = change, name.hasPrefix(_AnswerRecord.namePrefix) {
+      return []
+    }
     guard let persisted = kinds[kind] else { return [] }
     switch persisted.decodeExternal(change) {
     case .success(let decoded): return [decoded]
@@ -805,10 +894,9 @@ extension _MapCore {
   func want<T: Identifiable & Sendable>(
     _ ids: [T.ID], of persisted: _Persisted<T>, in prefetch: _Prefetch
   ) {
-    guard let persistence else { return }
     withTable(T.self) { table in
       guard table.persisted === persisted else { return }
-      for id in ids { prefetch.want(id, of: persisted, in: table, persistence) }
+      for id in ids { prefetch.want(id, of: persisted, in: table) }
     }
   }
 
@@ -829,7 +917,7 @@ extension _MapCore {
         outbox.log { .undecodableRecord(EntityReference(T.self, id: id), undecodable) }
       }
       let node = table.node(id)
-      let touched = change.persisted.isTouched(id)
+      let touched = change.persisted.changedSinceApplied(id)
       let floor = node.map(\.s.stamp) ?? table.tombstone(of: id) ?? .nan
       switch change.state {
       case .saved(let value, let recordStamp):
@@ -887,7 +975,7 @@ extension _MapCore {
   func applyExternal<T: Identifiable & Sendable, Wrapped: Sendable>(
     _ change: _ExternalAlias<T>, to node: _AliasNode<Wrapped>, make: ([T]) -> Wrapped?
   ) {
-    if persistence?.isTouched(alias: change.name) ?? false { return }
+    if persistence?.changedSinceApplied(alias: change.name) ?? false { return }
     for id in change.ids { loadIfMissing(T.self, id: id) }
     let table = registry.table(for: T.self)
     // NB: as a read of the alias: naming an entity the store could not read, it is left as
@@ -914,7 +1002,7 @@ extension _MapCore {
     case .all: nodes = registry.aliases.values.filter { $0.witness.hasConsumers($0) }
     }
     for node in nodes {
-      guard let name = node.witness.aliasName(node), !persistence.isTouched(alias: name),
+      guard let name = node.witness.aliasName(node), !persistence.changedSinceApplied(alias: name),
         node.witness.holdsAliasValue(node) || !node.s.stamp.isNaN
       else { continue }
       emptyAlias(node)
@@ -936,7 +1024,7 @@ extension _MapCore {
       guard table.persisted === persisted, !persisted.touchesAll else { return nodes }
       table.slots.forEachNode { slot in
         let node = slot.takeUnretainedValue()
-        if !persisted.isTouched(node.value.id) { nodes.append(node) }
+        if !persisted.changedSinceApplied(node.value.id) { nodes.append(node) }
       }
       return nodes
     }

@@ -33,10 +33,10 @@ class _AnyPersisted: @unchecked Sendable {
   func checkLayers(inFlight _: Int) -> String? { nil }
   /// Forgets the entities the write could not read: it ended.
   func forgetUnreadable() {}
-  /// Notes as touched the entities of the changes not yet applied, and all of them when a
-  /// layer deletes the whole kind (`wiped`): a prefetch starts reading the type. See
-  /// `_Prefetch.swift`.
-  func touchUnapplied(wiped: Bool) {}
+  /// Notes as touched the entities of the layers in flight, and all of them when a layer
+  /// deletes the whole kind (`wiped`): the writer applied them while a prefetch was
+  /// outstanding, which may have read the store before or after. See `_Prefetch.swift`.
+  func touchApplied(wiped: Bool) {}
   /// Notes that every entity of the type may have changed in the store.
   func touchAll() {}
   /// Forgets what changed: no prefetch is outstanding any more.
@@ -396,11 +396,9 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
     touchesAll || (!touched.isEmpty && touched.contains(id))
   }
 
-  override func touchUnapplied(wiped: Bool) {
+  override func touchApplied(wiped: Bool) {
     if wiped { touchesAll = true }
-    for row in open { touched.insert(row.id) }
     for layer in inFlight { for row in layer { touched.insert(row.id) } }
-    for id in stuck.keys { touched.insert(id) }
   }
 
   override func touchAll() {
@@ -423,6 +421,15 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
 
   override func reference(forKey key: [UInt8]) -> EntityReference? {
     (try? ops.decodeID(key)).map { EntityReference(T.self, id: $0) }
+  }
+
+  /// Whether this map changed the entity `id` since the store last took its writes: a change
+  /// not yet applied, or one applied while a prefetch is outstanding (see
+  /// `_Persistence.noteApplied(_:)`). For a sync (`_MapCore.applyExternal(_:)`).
+  func changedSinceApplied(_ id: T.ID) -> Bool {
+    if isTouched(id) { return true }
+    if case .unknown = unapplied(id) { return false }
+    return true
   }
 
   /// Marks `id` as unreadable until the write under way ends.
@@ -526,6 +533,18 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
           "reading alias \"\(name)\": \(error); its writes are refused until it reads")
       }
       return .failed
+    }
+  }
+
+  /// Reads the record of a resource's answer `name` from the store, and decodes the ids it
+  /// names. Calls the store and the decoder only: the map's lock need not be held.
+  func fetchAnswer(_ name: String) -> _FetchedAnswer<T.ID> {
+    do {
+      guard let record = try persistence.store.aliasRecord(named: name) else { return .none }
+      let (ids, info) = try _AnswerRecord.decode(T.self, record.payload, persistence.store)
+      return .saved(ids, info)
+    } catch {
+      return .failed("\(error)")
     }
   }
 

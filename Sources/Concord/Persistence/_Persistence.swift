@@ -286,6 +286,7 @@ final class _Persistence: @unchecked Sendable {
       }
     }
     for op in encoded.unencodableAliases { stuckAliases[op.name] = op }
+    if prefetching > 0 { noteApplied(layers) }
     // NB: every type, those named while the writer wrote included.
     for persisted in self.types { released.append(persisted.applied(layers)) }
     inFlight.removeAll()
@@ -388,11 +389,20 @@ final class _Persistence: @unchecked Sendable {
     }
   }
 
-  /// Notes, for a sync, that every persisted type and alias is being read: their changes not
-  /// yet applied count as touched. Under the map's lock, in a prefetch.
-  func noteReadingEverything() {
-    for persisted in types { noteReading(persisted) }
-    noteReadingAliases()
+  /// Whether this map changed the alias `name` since the store last took its writes: a change
+  /// not yet applied (a deletion of all aliases, or of a kind's, included), or one applied
+  /// while a prefetch is outstanding (see `noteApplied(_:)`). Under the map's lock.
+  func changedSinceApplied(alias name: String) -> Bool {
+    if isTouched(alias: name) || stuckAliases[name] != nil { return true }
+    for op in current {
+      if (op as? _AliasOp)?.name == name || op is _WipeOp { return true }
+    }
+    return CollectionOfOne(open).contains { layer in
+      layer.aliases[name] != nil || layer.wipesEverything || !layer.wipedAliasKinds.isEmpty
+    }
+      || inFlight.contains { layer in
+        layer.aliases[name] != nil || layer.wipesEverything || !layer.wipedAliasKinds.isEmpty
+      }
   }
 
   /// The persisted types by kind, for decoding what the store read. Under the map's lock.
@@ -459,25 +469,21 @@ final class _Persistence: @unchecked Sendable {
     prefetching += 1
   }
 
-  /// A prefetch starts reading `persisted`'s type: the entities of its changes not yet applied
-  /// count as touched, since the store may hold them, or not yet, when the prefetch reads.
-  @usableFromInline
-  func noteReading(_ persisted: _AnyPersisted) {
-    let wiped =
-      wipes(persisted.kind, aliases: false, in: open)
-      || inFlight.contains { wipes(persisted.kind, aliases: false, in: $0) }
-    persisted.touchUnapplied(wiped: wiped)
-  }
-
-  /// A prefetch starts reading aliases: those the changes not yet applied name count as
-  /// touched, as `noteReading(_:)` says of entities.
-  @usableFromInline
-  func noteReadingAliases() {
-    for layer in CollectionOfOne(open) + inFlight {
+  /// The writer applied `layers` while a prefetch is outstanding, which may have read the
+  /// store before or after: what they change counts as touched. (A change not yet applied
+  /// needs nothing: a read under the lock finds it among the unapplied changes first.)
+  ///
+  /// - Complexity: O(the layers' changes), once per layer applied, whatever the number of
+  ///   prefetches.
+  func noteApplied(_ layers: [_StoreLayer]) {
+    for persisted in types {
+      persisted.touchApplied(
+        wiped: layers.contains { wipes(persisted.kind, aliases: false, in: $0) })
+    }
+    for layer in layers {
       touchedAliases.formUnion(layer.aliases.keys)
       if layer.wipesEverything || !layer.wipedAliasKinds.isEmpty { touchesAllAliases = true }
     }
-    touchedAliases.formUnion(stuckAliases.keys)
   }
 
   /// Whether the alias `name` may have changed in the store since a prefetch began reading.

@@ -28,10 +28,8 @@ extension _Table {
     hooks.unregister = { node, core in
       let node = entity(node)
       let table = node.table
-      // NB: buried before the table gives its retain back, which may be the node's last: the
-      // caller only borrows it (`purge`), and an optimized build retains nothing more here.
-      core.outbox.bury(node)
-      guard table.remove(node) else { return }
+      guard let removed = table.remove(node) else { return }
+      core.outbox.bury(removed)
       node.s.flags.remove(.registered)
       core.registry.liveCount -= 1
       // NB: a removal reaches the indexes with the change log; a release never does.
@@ -162,7 +160,7 @@ extension _Table {
       guard node.persists,
         let persisted = unsafeDowncast(node.witness.table, to: _Table<T>.self).persisted
       else { return }
-      prefetch.want(alias: node.id.name, of: persisted, persistence)
+      prefetch.want(alias: node.id.name, of: persisted)
     }
     hooks.feedConsumers = { node, kind, _, stampBefore, core in
       let node = alias(node)

@@ -85,13 +85,18 @@ final class TemporaryDirectory: Sendable {
 }
 
 /// A map persisting the fixtures' types in `path`: what an app makes at launch.
-func launch(_ path: String, logger: (any IdentityMapLogger)? = nil) throws -> IdentityMap {
-  launch(try SQLiteStore(path: path), logger: logger)
+func launch(
+  _ path: String, logger: (any IdentityMapLogger)? = nil, clock: any ResourceClock = .system
+) throws -> IdentityMap {
+  launch(try SQLiteStore(path: path), logger: logger, clock: clock)
 }
 
 /// A map persisting the fixtures' types in `store`.
-func launch(_ store: any PersistentStore, logger: (any IdentityMapLogger)? = nil) -> IdentityMap {
-  let map = IdentityMap(logger: logger, persistence: store)
+func launch(
+  _ store: any PersistentStore, logger: (any IdentityMapLogger)? = nil,
+  clock: any ResourceClock = .system
+) -> IdentityMap {
+  let map = IdentityMap(logger: logger, persistence: store, clock: clock)
   map.persist(Issue.self)
   map.persist(User.self)
   map.persist(Label.self)

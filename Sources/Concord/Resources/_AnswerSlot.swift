@@ -1,0 +1,157 @@
+import Foundation
+
+/// Where a resource's answer lives in the map: an alias slot of its own, which holds the
+/// answer's entities as a collection alias holds its entities, so that each is stored once
+/// and stays current, and an entity written anywhere changes the answer.
+///
+/// The slot is hidden: its id is a name users cannot make (see `_ResourceRegistry.slotID`), so
+/// only its resource writes it. It is written unstamped, so that every fetch's answer replaces
+/// the one before, while each entity in it is judged by its own stamp. Its changes never reach
+/// the store as an alias's would (the slot does not persist): a persisted answer is one record
+/// of its own, saved when a fetch lands (`_AnswerRecord`).
+final class _AnswerSlot<Value: Sendable>: Sendable {
+  /// A handle on the slot: it holds the slot, and through it the map (rule 6 of
+  /// `_Lifetime.swift`), for as long as the resource lives.
+  let observer: EntityObserver<Value?>
+  /// The typed operations of the answer's entity type.
+  let shape: _AnswerShape<Value>
+  /// The resource's name, from its key.
+  let name: String
+
+  private init(observer: EntityObserver<Value?>, shape: _AnswerShape<Value>, name: String) {
+    self.observer = observer
+    self.shape = shape
+    self.name = name
+  }
+
+  /// Makes the slot `id` of a resource named `name`, filled with the answer the store keeps
+  /// for it, if its entity type is persisted and the store has one. One write of the map,
+  /// after reading that answer, and the entities it names, outside the map's lock.
+  static func make(in map: _MapCore, id: _AliasID, name: String, shape: _AnswerShape<Value>)
+    -> (_AnswerSlot, _StoredAnswerInfo?)
+  {
+    let (held, stored) = map.writeReading(
+      reading: { prefetch in shape.wantStored(map, name, prefetch) },
+      write: {
+        let node = shape.makeSlot(map, id)
+        let stored = map.persistsTypes ? shape.loadStored(map, node, name) : nil
+        return (map.holdForHandle(node), stored)
+      })
+    let observer = EntityObserver(_Handle(core: map, held: held))
+    return (_AnswerSlot(observer: observer, shape: shape, name: name), stored)
+  }
+
+  /// The map.
+  var map: _MapCore { observer._handle.core }
+
+  /// The slot.
+  var node: _AliasNode<Value> { unsafeDowncast(observer._handle.node, to: _AliasNode<Value>.self) }
+
+  /// The answer as the map has it now, and the map's delivery version at that moment: a read
+  /// at a higher version is newer.
+  func read() -> (Value?, UInt64) {
+    let map = map
+    let node = observer._handle.node
+    return map.readOnly { (node.value, map.deliveryVersion) }
+  }
+
+  /// Writes `value` as the answer, in one write of the map, each entity stamped `stamp` unless
+  /// it carries its own; for a persisted entity type, the answer's record is saved with it.
+  func store(_ value: Value, stamp: Stamp?, record: _StoredAnswerInfo) {
+    let map = map
+    let node = node
+    map.write {
+      map.storeAnswer(value, into: node, stamp: stamp)
+      saveRecord(record, in: map)
+    }
+  }
+
+  /// Saves the answer's record with a new `fetchedAt`, after a `.notModified`: the store's
+  /// only change, when the entity type is persisted.
+  func confirm(_ record: _StoredAnswerInfo) {
+    let map = map
+    guard map.hasStore else { return }
+    map.write { saveRecord(record, in: map) }
+  }
+
+  /// Lists the save of the answer's record, if its entity type is persisted. In a write.
+  private func saveRecord(_ record: _StoredAnswerInfo, in map: _MapCore) {
+    guard map.persistsTypes else { return }
+    shape.saveRecord(map, node.value, name, record)
+  }
+
+  /// Empties the slot, releasing what only it held. The store keeps a persisted answer.
+  func release() {
+    let map = map
+    let node = node
+    map.write { map.releaseAnswer(node) }
+  }
+
+  /// A subscription that keeps a resource observer: it holds the slot, and calls `onCancel`
+  /// when cancelled.
+  ///
+  /// NB: the map's own `Subscription`, holding a subscriber of the slot that takes no value,
+  /// so that a resource's observation is cancelled, released and counted as any other.
+  func subscription(onCancel: @escaping @Sendable () -> Void) -> Subscription {
+    let map = map
+    let node = observer._handle.node
+    // NB: `.max`: no version is newer, so it is never delivered anything.
+    let holder = _Subscriber<Value?>(lastVersion: .max, onValue: nil)
+    map.read { map.attach(holder, to: node) }
+    return Subscription(core: map, node: node, subscriber: holder, onCancel: onCancel)
+  }
+}
+
+/// When a stored answer was fetched, and its validator.
+struct _StoredAnswerInfo: Sendable, Equatable {
+  let fetchedAt: Date
+  let validator: String?
+}
+
+/// The operations on a resource's answer that need its entity type `T`, made where `T` is
+/// known (`_AnswerShape.single(_:)`, `_AnswerShape.list(_:)`) and called by the type-erased
+/// resource, in writes of the map.
+struct _AnswerShape<Value: Sendable>: Sendable {
+  /// The empty slot `id`, registered.
+  let makeSlot: @Sendable (_MapCore, _AliasID) -> _AliasNode<Value>
+  /// Asks a prefetch for the answer the store keeps for the resource named so, if the entity
+  /// type is persisted. Under the map's lock.
+  let wantStored: @Sendable (_MapCore, String, _Prefetch) -> Void
+  /// Fills the slot with the answer the store keeps for the resource named so, if any, as a
+  /// load (nobody is told); returns when it was fetched, and its validator.
+  let loadStored: @Sendable (_MapCore, _AliasNode<Value>, String) -> _StoredAnswerInfo?
+  /// Lists the save of the record of the answer `value` of the resource named so, when the
+  /// entity type is persisted.
+  let saveRecord: @Sendable (_MapCore, Value?, String, _StoredAnswerInfo) -> Void
+
+  /// The answer is one entity.
+  static func single<T: Identifiable & Sendable>(_: T.Type) -> _AnswerShape<T> {
+    _AnswerShape<T>(
+      makeSlot: { map, id in map.aliasSlot(id, of: T.self) },
+      wantStored: { map, name, prefetch in
+        map.want(answer: name, of: T.self, list: false, in: prefetch)
+      },
+      loadStored: { map, node, name in
+        map.loadStoredAnswer(T.self, into: node, name: name, list: false) { $0.first }
+      },
+      saveRecord: { map, value, name, info in
+        map.saveAnswerRecord(
+          T.self, ids: value.map { [$0.id] } ?? [], name: name, list: false, info)
+      })
+  }
+
+  /// The answer is a list of entities.
+  static func list<T: Identifiable & Sendable>(_: T.Type) -> _AnswerShape<[T]> {
+    _AnswerShape<[T]>(
+      makeSlot: { map, id in map.collectionAliasSlot(id, of: T.self) },
+      wantStored: { map, name, prefetch in
+        map.want(answer: name, of: T.self, list: true, in: prefetch)
+      },
+      loadStored: { map, node, name in
+        map.loadStoredAnswer(T.self, into: node, name: name, list: true) { $0 }
+      },
+      saveRecord: { map, value, name, info in
+        map.saveAnswerRecord(T.self, ids: value?.map(\.id) ?? [], name: name, list: true, info)
+      })
+  }
+}

@@ -1,0 +1,356 @@
+import Foundation
+
+/// What the map's registry of resources asks of each, whatever its value type or kind.
+protocol _ResourceEntry: AnyObject, Sendable {
+  /// The name of its key.
+  var name: String { get }
+  /// Takes a handle on it for a new `Resource`; `false` once it is let go.
+  func acquireHandle() -> Bool
+  /// `invalidate()`.
+  func invalidate()
+  /// Refreshes it if it is observed, stale and not `cacheOnly`; returns when that fetch
+  /// settled, whatever its outcome.
+  func revalidate() async
+}
+
+/// How a resource fetches: its loader, its retries, and the clock they run on.
+struct _ResourceFetcher<Value: Sendable>: Sendable {
+  let clock: any ResourceClock
+  let retry: RetryPolicy
+  let load: @Sendable (ResourceRequest) async throws -> Fetched<Value>
+}
+
+/// One resource: its state machine under its own lock, and the actions that state asks for.
+///
+/// Every transition of `_ResourceMachine` runs under `lock`, and what it returns is done after
+/// the lock is released (`perform`): the loader, the clock, the map and every callback run
+/// outside it. The lock is a leaf: nothing is called while holding it.
+final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable {
+  // NB: @unchecked because `machine` and `links` are only touched while holding
+  // `lock`.
+
+  let key: ResourceKey<Value>
+  let fetcher: _ResourceFetcher<Value>
+  /// The slot of the map holding the answer.
+  let slot: _AnswerSlot<Value>
+  private let lock = Lock()
+  private var machine: _ResourceMachine<Value>
+  /// What the resource keeps beside its state, under `lock` too.
+  private var links = _ResourceLinks()
+  /// Guards the observers' delivery state (see `_Subscriber`); never held while calling out.
+  let deliveryLock = Lock()
+  /// The registry that lists the resource, to be taken out of it when let go. NB: weak: the
+  /// registry holds the resource while it is live, and lives as long as its map.
+  private weak var registry: _ResourceRegistry?
+
+  /// A resource with `handles` handles, whose answer is in `slot`, as the map and the store
+  /// had it when the slot was made.
+  init(
+    key: ResourceKey<Value>, settings: _ResourceSettings, fetcher: _ResourceFetcher<Value>,
+    slot: _AnswerSlot<Value>, stored: _StoredAnswerInfo?, registry: _ResourceRegistry
+  ) {
+    self.key = key
+    self.fetcher = fetcher
+    self.slot = slot
+    self.registry = registry
+    machine = _ResourceMachine(settings: settings)
+    machine.answer.fetchedAt = stored?.fetchedAt
+    machine.answer.validator = stored?.validator
+    machine.audience.handles = 1
+  }
+
+  deinit {
+    // NB: a timer's task holds the resource weakly, and would sleep on, to no purpose, until
+    // its deadline: on a manual clock that is never advanced, forever.
+    for timer in [machine.timers.stale, machine.timers.keep] { timer?.task?.cancel() }
+  }
+
+  /// Starts following the map's changes of the answer, and reads it. Called once, right after
+  /// `init`, before anyone else sees the resource.
+  func open() {
+    // NB: subscribed before the read, so that no change falls in between: a change after the
+    // read is delivered, and one before it is in the read.
+    // NB: weak: the resource holds the subscription (`links`), which would otherwise hold the
+    // resource back.
+    let subscription = slot.observer.observe { [weak self] _ in self?.answerChanged() }
+    let (value, mapVersion) = slot.read()
+    lock.withLock {
+      links.answerSubscription = subscription
+      machine.take(value, mapVersion: mapVersion)
+    }
+  }
+
+  var name: String { key.name }
+
+  /// Its key in the registry.
+  var registryKey: _ResourceRegistry.Key {
+    _ResourceRegistry.Key(name: key.name, kind: .resource, valueType: ObjectIdentifier(Value.self))
+  }
+
+  // MARK: Reading
+
+  /// How many callers wait for the fetch in flight; for tests.
+  var waiters: Int {
+    lock.withLock { machine.fetch?.waiters.count ?? 0 }
+  }
+
+  /// How many loader tasks are running, a cancelled one included until it returns; for tests.
+  var runningFetches: Int {
+    lock.withLock { links.runningFetches }
+  }
+
+  /// The state now.
+  var state: ResourceState<Value> {
+    let now = fetcher.clock.now
+    return lock.withLock { machine.state(at: now) }
+  }
+
+  // MARK: Demands
+
+  /// `load()` (`.load`), `refresh()` (`.refresh`) or a `revalidate()`'s part (`.revalidate`).
+  func demand(_ demand: _ResourceDemand) async throws -> Value {
+    let now = fetcher.clock.now
+    let (decision, effects, id) = lock.withLock {
+      let (decision, effects) = machine.begin(demand, at: now, isCancelled: Task.isCancelled)
+      return (decision, effects, machine.nextID())
+    }
+    perform(effects)
+    switch decision {
+    case .answer(let value): return value
+    case .fail(let error): throw error
+    case .skip: throw _Skipped()
+    case .wait: break
+    }
+    return try await withTaskCancellationHandler {
+      try await withCheckedThrowingContinuation { continuation in
+        let now = fetcher.clock.now
+        // NB: the task's cancellation is read under the lock, as the handler below takes it:
+        // a cancellation either comes before (and is seen here) or finds the waiter.
+        let effects = lock.withLock {
+          machine.join(
+            demand, _ResourceWaiter(id: id, continuation: continuation), at: now,
+            isCancelled: Task.isCancelled)
+        }
+        perform(effects)
+      }
+    } onCancel: {
+      let now = fetcher.clock.now
+      perform(lock.withLock { machine.cancelWaiter(id, at: now) })
+    }
+  }
+
+  func invalidate() {
+    let now = fetcher.clock.now
+    perform(lock.withLock { machine.invalidate(at: now) })
+  }
+
+  func revalidate() async {
+    _ = try? await demand(.revalidate)
+  }
+
+  // MARK: Handles and observers
+
+  func acquireHandle() -> Bool {
+    let now = fetcher.clock.now
+    let (acquired, effects) = lock.withLock { machine.addHandle(at: now) }
+    perform(effects)
+    return acquired
+  }
+
+  /// A `Resource` handle went.
+  func releaseHandle() {
+    let now = fetcher.clock.now
+    perform(lock.withLock { machine.removeHandle(at: now) })
+  }
+
+  /// Calls `onChange` with each new state, after the current one if asked.
+  func observe(
+    includingCurrentState: Bool, _ onChange: @escaping @Sendable (ResourceState<Value>) -> Void
+  ) -> Subscription {
+    let now = fetcher.clock.now
+    let (observer, state, version, effects) = lock.withLock {
+      // NB: without the current state, it starts at the current version, so that only later
+      // states reach it; with it, below every version, so that the current state itself goes
+      // through the ordered path and a newer one delivered meanwhile is never overtaken.
+      let observer = _Subscriber<ResourceState<Value>>(
+        lastVersion: includingCurrentState ? 0 : machine.version, onValue: onChange)
+      let (state, version, effects) = machine.addObserver(observer, at: now)
+      return (observer, state, version, effects)
+    }
+    perform(effects)
+    // NB: nonisolated(unsafe): a subscriber's delivery state is only touched while holding
+    // `deliveryLock`, and the machine's list of observers while holding `lock`.
+    nonisolated(unsafe) let removed = observer
+    let subscription = slot.subscription { [self] in removeObserver(removed) }
+    if includingCurrentState { observer.deliver(state, version: version, deliveryLock) }
+    return subscription
+  }
+
+  /// An observer's subscription was cancelled. Idempotent.
+  private func removeObserver(_ observer: _Subscriber<ResourceState<Value>>) {
+    let now = fetcher.clock.now
+    let effects = lock.withLock { machine.removeObserver(observer, at: now) }
+    let dropped = observer.cancel(deliveryLock)
+    perform(effects)
+    // NB: the callback goes here, after every lock: its captures' deinits are user code.
+    withExtendedLifetime(dropped) {}
+  }
+
+  // MARK: The map's changes
+
+  /// The map changed the answer: it is read again, with the map's version, and offered.
+  private func answerChanged() {
+    let (value, mapVersion) = slot.read()
+    let now = fetcher.clock.now
+    perform(lock.withLock { machine.offer(value, mapVersion: mapVersion, at: now) })
+  }
+
+  // MARK: Acting
+
+  /// Does what a transition asked, in this order: cancels, tells the observers, starts, then
+  /// resumes the callers.
+  ///
+  /// NB: the observers are told before the fetch starts, so that the state of a fetch starting
+  /// reaches them before the state of its end can (a newer version would make them skip the
+  /// older one), and before the callers are resumed, so that a caller that awaited a fetch finds
+  /// its observers told.
+  private func perform(_ effects: _ResourceEffects<Value>) {
+    for task in effects.cancelled { task.cancel() }
+    if let delivery = effects.delivery {
+      for observer in delivery.to {
+        observer.deliver(delivery.state, version: delivery.version, deliveryLock)
+      }
+    }
+    if let id = effects.startFetch { startFetch(id) }
+    for timer in effects.timers {
+      startTimer(timer.kind, generation: timer.generation, timer.duration)
+    }
+    for (continuation, result) in effects.resumed { continuation.resume(with: result) }
+    if effects.letGo { letGo() }
+  }
+
+  /// Starts the loader's task for the fetch `id`.
+  private func startFetch(_ id: UInt64) {
+    // NB: the task holds the resource until the fetch ends.
+    let task = Task { await self.run(fetch: id) }
+    if !lock.withLock({ machine.attach(task, toFetch: id) }) { task.cancel() }
+  }
+
+  /// Starts a timer's task.
+  private func startTimer(_ kind: _ResourceTimerKind, generation: UInt64, _ duration: Duration) {
+    let clock = fetcher.clock
+    // NB: weak: a timer must not keep a resource its registry let go of (its map gone).
+    let task = Task { [weak self] in
+      do { try await clock.sleep(for: duration) } catch { return }
+      guard let self else { return }
+      let now = clock.now
+      perform(lock.withLock { machine.timerFired(kind, generation: generation, at: now) })
+    }
+    if !lock.withLock({ machine.attach(task, toTimer: kind, generation: generation) }) {
+      task.cancel()
+    }
+  }
+
+  // MARK: The fetch
+
+  /// Runs the fetch `id`: the loader, and its retries with their waits, outside every lock.
+  private func run(fetch id: UInt64) async {
+    lock.withLock { links.runningFetches += 1 }
+    defer { lock.withLock { links.runningFetches -= 1 } }
+    var attempt = 1
+    while true {
+      guard let request = lock.withLock({ machine.request(forFetch: id, attempt: attempt) })
+      else { return }
+      let failure: any Error
+      do {
+        let fetched = try await fetcher.load(request)
+        return land(id, fetched)
+      } catch {
+        failure = error
+      }
+      // NB: a fetch no longer in flight was cancelled: it writes nothing, and tells nobody.
+      guard lock.withLock({ machine.isInFlight(id) }) else { return }
+      guard fetcher.retry.retries(failure, attempt: attempt) else {
+        return fail(id, failure)
+      }
+      let wait = fetcher.retry.delay(
+        beforeRetry: attempt, factor: Double.random(in: 0.5..<1.5))
+      do {
+        try await fetcher.clock.sleep(for: wait)
+      } catch {
+        guard lock.withLock({ machine.isInFlight(id) }) else { return }
+        return fail(id, error)
+      }
+      attempt += 1
+    }
+  }
+
+  /// The fetch `id` failed for good.
+  private func fail(_ id: UInt64, _ error: any Error) {
+    let now = fetcher.clock.now
+    perform(lock.withLock { machine.fail(id, error, at: now) })
+  }
+
+  /// Stores what the fetch `id` got, in one write of the map, then tells everyone.
+  private func land(_ id: UInt64, _ fetched: Fetched<Value>) {
+    let now = fetcher.clock.now
+    switch fetched._kind {
+    case .value(let value, let stamp, let validator):
+      guard lock.withLock({ machine.beginLanding(id) }) else { return }
+      slot.store(
+        value, stamp: stamp, record: _StoredAnswerInfo(fetchedAt: now, validator: validator))
+      let (stored, mapVersion) = slot.read()
+      perform(
+        lock.withLock {
+          machine.land(
+            id, value: stored, mapVersion: mapVersion, fetchedAt: now, validator: validator,
+            at: now)
+        })
+    case .notModified:
+      let (confirmation, validator) = lock.withLock {
+        (machine.beginConfirming(id), machine.answer.validator)
+      }
+      switch confirmation {
+      case .gone: return
+      case .noAnswer: return fail(id, ResourceError.notModifiedWithoutAnswer)
+      case .confirming:
+        slot.confirm(_StoredAnswerInfo(fetchedAt: now, validator: validator))
+        perform(lock.withLock { machine.confirm(id, fetchedAt: now, at: now) })
+      }
+    }
+  }
+
+  // MARK: Letting go
+
+  /// Nothing used the resource for `keepFor`: it leaves the registry, and the map releases
+  /// its answer (the store keeps a persisted one).
+  private func letGo() {
+    registry?.remove(self, as: registryKey)
+    close()
+  }
+
+  /// Drops a resource made for a key that another thread listed first, before anyone saw it.
+  func discard() {
+    lock.withLock { machine.audience.isLetGo = true }
+    close()
+  }
+
+  /// Stops following the answer and empties its slot.
+  private func close() {
+    let subscription = lock.withLock {
+      defer { links.answerSubscription = nil }
+      return links.answerSubscription
+    }
+    subscription?.cancel()
+    slot.release()
+  }
+}
+
+/// What a resource keeps beside its state machine, under the same lock.
+private struct _ResourceLinks {
+  /// The subscription that tells the resource when the map changes its answer; `nil` once it
+  /// is let go.
+  var answerSubscription: Subscription?
+  /// How many loader tasks are running, cancelled ones included until they return.
+  var runningFetches = 0
+}

@@ -1,0 +1,556 @@
+import Foundation
+
+// A resource's state machine: everything one resource knows, as one value whose transitions
+// return what to do (`_ResourceEffects`). `_ResourceCore` keeps it under a small lock of the
+// resource's own, calls a transition, unlocks, then acts: starts or cancels the loader's task,
+// resumes the callers that waited, tells the observers, starts or cancels a timer. Nothing here
+// calls the map, the loader, the clock or a callback; time comes in as `now`.
+//
+// The rules it keeps (the API's "Resource semantics users rely on"):
+// - One fetch per key: a demand that needs a fetch joins the one in flight (`ensureFetch`).
+// - A fetch is cancelled only when every caller that waited for it was cancelled, nobody
+//   observes the resource, and nothing that cannot be cancelled (a stale-while-revalidate
+//   refresh) depends on it; it then lands nothing (`cancelIfAbandoned`).
+// - Failures keep the answer: `fail` sets the error and touches nothing else.
+// - The answer is what the map has: `offer` takes each value read from the map with the map's
+//   version at the read, and keeps the newest read; a landing's own read is one more offer.
+// - Observers hear each change once: each transition that changes what a state shows bumps
+//   `version` once (`notify`), and an offer that arrives while a fetch lands waits for the
+//   landing's single notification.
+
+/// What a resource was configured with, by the call that made it.
+struct _ResourceSettings: Sendable {
+  let policy: FetchPolicy
+  /// Never negative.
+  let staleAfter: Duration
+  /// Never negative.
+  let keepFor: Duration
+}
+
+/// The answer a resource holds, as last read from the map, and what it knows about it.
+struct _ResourceAnswer<Value: Sendable> {
+  /// The slot's value at the last read; `nil` before the first answer, or once a single
+  /// entity answer is removed.
+  var value: Value?
+  /// The map's delivery version when `value` was read: a read at a higher version is newer.
+  var version: UInt64 = 0
+  var fetchedAt: Date?
+  var validator: String?
+  /// Whether `invalidate()` was called since the answer was fetched.
+  var invalidated = false
+}
+
+/// A caller waiting for a fetch.
+struct _ResourceWaiter<Value: Sendable> {
+  let id: UInt64
+  let continuation: CheckedContinuation<Value, any Error>
+}
+
+/// The fetch in flight.
+struct _ResourceFetch<Value: Sendable> {
+  let id: UInt64
+  var waiters: [_ResourceWaiter<Value>] = []
+  /// Whether something that cannot be cancelled depends on it: a background refresh
+  /// (stale-while-revalidate, cacheThenNetwork).
+  var background: Bool
+  /// Whether a waiting caller was cancelled: once none waits, and nobody observes, the fetch
+  /// is cancelled.
+  var abandoned = false
+  /// Whether its answer is being written: past the point where it can be cancelled.
+  var landing = false
+  /// Whether the resource was invalidated while it was in flight: its answer may predate what
+  /// the invalidation was about, so it lands stale.
+  var invalidated = false
+  /// The loader's task, once started.
+  var task: Task<Void, Never>?
+}
+
+/// Who depends on a resource: its observers and its live `Resource` handles.
+struct _ResourceAudience<Value: Sendable> {
+  var observers: [_Subscriber<ResourceState<Value>>] = []
+  var handles = 0
+  /// Whether the resource was let go (see `keepFor`): it takes no handle any more.
+  var isLetGo = false
+}
+
+/// A timer of a resource: a task sleeping on the map's clock. A newer generation supersedes it.
+struct _ResourceTimer {
+  let generation: UInt64
+  /// When it fires, for the stale timer; `nil` for the keep timer.
+  let deadline: Date?
+  var task: Task<Void, Never>?
+}
+
+/// The two timers of a resource.
+struct _ResourceTimers {
+  /// Sleeps until an observed answer turns stale, to tell its observers.
+  var stale: _ResourceTimer?
+  /// Sleeps `keepFor` once nobody uses the resource, then lets it go.
+  var keep: _ResourceTimer?
+}
+
+/// Which timer.
+enum _ResourceTimerKind: Sendable {
+  case stale, keep
+}
+
+/// What a caller asks of a resource.
+enum _ResourceDemand {
+  /// `load()`, by the resource's policy.
+  case load
+  /// `refresh()`: a fetch, whatever the policy.
+  case refresh
+  /// `revalidate()`: a fetch when the resource is observed, stale, and not `cacheOnly`.
+  case revalidate
+}
+
+/// What a demand gets at once.
+enum _ResourceDecision<Value: Sendable> {
+  case answer(Value)
+  case fail(any Error)
+  /// Nothing to do (a `revalidate` of a resource that needs none).
+  case skip
+  /// It must wait for a fetch.
+  case wait
+}
+
+/// What a transition leaves to do once the lock is released.
+struct _ResourceEffects<Value: Sendable> {
+  /// Tasks to cancel: a fetch abandoned, timers superseded.
+  var cancelled: [Task<Void, Never>] = []
+  /// The fetch to start.
+  var startFetch: UInt64?
+  /// Timers to start: which, its generation, and how long it sleeps.
+  var timers: [(kind: _ResourceTimerKind, generation: UInt64, duration: Duration)] = []
+  /// Callers to resume, each with its result.
+  var resumed: [(CheckedContinuation<Value, any Error>, Result<Value, any Error>)] = []
+  /// A new state for the observers, at `version`.
+  var delivery:
+    (state: ResourceState<Value>, version: UInt64, to: [_Subscriber<ResourceState<Value>>])?
+  /// Whether the resource is let go now.
+  var letGo = false
+}
+
+/// A resource's state; see the top of this file.
+struct _ResourceMachine<Value: Sendable> {
+  let settings: _ResourceSettings
+  var answer = _ResourceAnswer<Value>()
+  var fetch: _ResourceFetch<Value>?
+  var error: (any Error)?
+  var audience = _ResourceAudience<Value>()
+  var timers = _ResourceTimers()
+  /// The version of the newest state handed to observers.
+  var version: UInt64 = 1
+  /// The last id handed out, to fetches, waiters and timers alike.
+  var serial: UInt64 = 0
+
+  init(settings: _ResourceSettings) {
+    self.settings = settings
+  }
+
+  /// A new id.
+  mutating func nextID() -> UInt64 {
+    serial += 1
+    return serial
+  }
+
+  // MARK: Reading
+
+  /// Whether the answer is stale at `now`: none, as old as `staleAfter` or older, or
+  /// invalidated.
+  func isStale(at now: Date) -> Bool {
+    guard answer.value != nil, let fetchedAt = answer.fetchedAt, !answer.invalidated else {
+      return true
+    }
+    return settings.staleAfter == .zero
+      || now.timeIntervalSince(fetchedAt) >= settings.staleAfter._seconds
+  }
+
+  /// The state at `now`.
+  func state(at now: Date) -> ResourceState<Value> {
+    ResourceState(
+      value: answer.value, fetchedAt: answer.fetchedAt, isStale: isStale(at: now),
+      isLoading: fetch != nil, error: error)
+  }
+
+  /// What `demand` gets from the answer as it is, before any fetch.
+  func decide(_ demand: _ResourceDemand, at now: Date) -> _Verdict {
+    switch demand {
+    case .refresh:
+      return .fetch
+    case .revalidate:
+      guard settings.policy != .cacheOnly, !audience.observers.isEmpty else { return .skip }
+      return fetch != nil || isStale(at: now) ? .fetch : .skip
+    case .load:
+      let value = answer.value
+      switch settings.policy._kind {
+      case .cacheOnly:
+        return value.map { .answer($0, refreshing: false) } ?? .fail(ResourceError.notCached)
+      case .cacheFirst:
+        return value.map { .answer($0, refreshing: isStale(at: now)) } ?? .fetch
+      case .cacheThenNetwork:
+        return value.map { .answer($0, refreshing: true) } ?? .fetch
+      case .networkOnly:
+        return .fetch
+      }
+    }
+  }
+
+  /// What a demand gets from the answer as it is.
+  enum _Verdict {
+    /// The answer, and whether a background fetch follows.
+    case answer(Value, refreshing: Bool)
+    case fail(any Error)
+    case skip
+    case fetch
+  }
+
+  // MARK: Demands
+
+  /// `demand` from a caller not yet waiting: an answer at once (starting a background fetch
+  /// if the policy says so), or `.wait`. A caller whose task is cancelled gets
+  /// `CancellationError` instead of starting a fetch.
+  mutating func begin(_ demand: _ResourceDemand, at now: Date, isCancelled: Bool)
+    -> (_ResourceDecision<Value>, _ResourceEffects<Value>)
+  {
+    var effects = _ResourceEffects<Value>()
+    switch decide(demand, at: now) {
+    case .answer(let value, let refreshing):
+      if refreshing { ensureFetch(background: true, at: now, &effects) }
+      return (.answer(value), effects)
+    case .fail(let error):
+      return (.fail(error), effects)
+    case .skip:
+      return (.skip, effects)
+    case .fetch:
+      return (isCancelled ? .fail(CancellationError()) : .wait, effects)
+    }
+  }
+
+  /// `demand` from a caller ready to wait, `waiter`: decided again (the answer may have
+  /// changed since `begin`), then answered at once or added to the fetch in flight, which is
+  /// started if there is none.
+  mutating func join(
+    _ demand: _ResourceDemand, _ waiter: _ResourceWaiter<Value>, at now: Date, isCancelled: Bool
+  ) -> _ResourceEffects<Value> {
+    var effects = _ResourceEffects<Value>()
+    switch decide(demand, at: now) {
+    case .answer(let value, let refreshing):
+      if refreshing { ensureFetch(background: true, at: now, &effects) }
+      effects.resumed.append((waiter.continuation, .success(value)))
+    case .fail(let error):
+      effects.resumed.append((waiter.continuation, .failure(error)))
+    case .skip:
+      effects.resumed.append((waiter.continuation, .failure(_Skipped())))
+    case .fetch:
+      guard !isCancelled else {
+        effects.resumed.append((waiter.continuation, .failure(CancellationError())))
+        return effects
+      }
+      ensureFetch(background: false, at: now, &effects)
+      fetch?.waiters.append(waiter)
+    }
+    return effects
+  }
+
+  /// The caller `id` was cancelled: it is resumed with `CancellationError`, and the fetch is
+  /// cancelled if that abandons it.
+  mutating func cancelWaiter(_ id: UInt64, at now: Date) -> _ResourceEffects<Value> {
+    var effects = _ResourceEffects<Value>()
+    guard let index = fetch?.waiters.firstIndex(where: { $0.id == id }) else { return effects }
+    let waiter = fetch!.waiters.remove(at: index)
+    fetch!.abandoned = true
+    effects.resumed.append((waiter.continuation, .failure(CancellationError())))
+    cancelIfAbandoned(at: now, &effects)
+    return effects
+  }
+
+  /// Starts a fetch unless one is in flight; a background demand marks the one in flight as
+  /// one that cannot be cancelled.
+  mutating func ensureFetch(
+    background: Bool, at now: Date, _ effects: inout _ResourceEffects<Value>
+  ) {
+    if fetch != nil {
+      if background { fetch!.background = true }
+      return
+    }
+    let id = nextID()
+    fetch = _ResourceFetch(id: id, background: background)
+    effects.startFetch = id
+    notify(at: now, &effects)
+  }
+
+  /// Cancels the fetch when every caller that waited for it was cancelled, nobody observes the
+  /// resource, nothing else depends on it, and it is not landing yet.
+  mutating func cancelIfAbandoned(at now: Date, _ effects: inout _ResourceEffects<Value>) {
+    guard let fetch, fetch.abandoned, fetch.waiters.isEmpty, !fetch.background, !fetch.landing,
+      audience.observers.isEmpty
+    else { return }
+    if let task = fetch.task { effects.cancelled.append(task) }
+    self.fetch = nil
+    notify(at: now, &effects)
+    settle(at: now, &effects)
+  }
+
+  // MARK: The fetch
+
+  /// Records the task of the fetch `id`; returns `false` when that fetch is no longer in
+  /// flight (then the caller cancels the task).
+  mutating func attach(_ task: Task<Void, Never>, toFetch id: UInt64) -> Bool {
+    guard fetch?.id == id else { return false }
+    fetch!.task = task
+    return true
+  }
+
+  /// What try number `attempt` of the fetch `id` asks; `nil` when the fetch is no longer in
+  /// flight. The validator is sent only with an answer to confirm.
+  func request(forFetch id: UInt64, attempt: Int) -> ResourceRequest? {
+    guard fetch?.id == id else { return nil }
+    return ResourceRequest(
+      validator: answer.value == nil ? nil : answer.validator, attempt: attempt)
+  }
+
+  /// Whether the fetch `id` is still in flight.
+  func isInFlight(_ id: UInt64) -> Bool { fetch?.id == id }
+
+  /// The fetch `id` got a value: it can no longer be cancelled. Returns `false` when it is no
+  /// longer in flight (cancelled): then its value is dropped.
+  mutating func beginLanding(_ id: UInt64) -> Bool {
+    guard fetch?.id == id else { return false }
+    fetch!.landing = true
+    return true
+  }
+
+  /// What a `.notModified` of the fetch `id` does.
+  enum _Confirmation {
+    /// The fetch is no longer in flight.
+    case gone
+    /// Nothing is cached to confirm: the fetch fails.
+    case noAnswer
+    /// It confirms the answer.
+    case confirming
+  }
+
+  /// The fetch `id` answered `.notModified`.
+  mutating func beginConfirming(_ id: UInt64) -> _Confirmation {
+    guard fetch?.id == id else { return .gone }
+    guard answer.value != nil else { return .noAnswer }
+    fetch!.landing = true
+    return .confirming
+  }
+
+  /// The fetch `id` wrote its answer, which the map then showed as `value` at `mapVersion`.
+  mutating func land(
+    _ id: UInt64, value: Value?, mapVersion: UInt64, fetchedAt: Date, validator: String?,
+    at now: Date
+  ) -> _ResourceEffects<Value> {
+    var effects = _ResourceEffects<Value>()
+    guard let fetch, fetch.id == id else { return effects }
+    take(value, mapVersion: mapVersion)
+    answer.fetchedAt = fetchedAt
+    answer.validator = validator
+    finish(fetch, error: nil, at: now, &effects)
+    return effects
+  }
+
+  /// The fetch `id` confirmed the answer (`.notModified`) at `fetchedAt`.
+  mutating func confirm(_ id: UInt64, fetchedAt: Date, at now: Date) -> _ResourceEffects<Value> {
+    var effects = _ResourceEffects<Value>()
+    guard let fetch, fetch.id == id else { return effects }
+    answer.fetchedAt = fetchedAt
+    finish(fetch, error: nil, at: now, &effects)
+    return effects
+  }
+
+  /// The fetch `id` failed with `error`, after its retries: the answer stays as it was.
+  mutating func fail(_ id: UInt64, _ error: any Error, at now: Date) -> _ResourceEffects<Value> {
+    var effects = _ResourceEffects<Value>()
+    guard let fetch, fetch.id == id else { return effects }
+    finish(fetch, error: error, at: now, &effects)
+    return effects
+  }
+
+  /// Ends `fetch`: its callers get the answer (or `error`), the observers one new state.
+  private mutating func finish(
+    _ fetch: _ResourceFetch<Value>, error: (any Error)?, at now: Date,
+    _ effects: inout _ResourceEffects<Value>
+  ) {
+    self.fetch = nil
+    self.error = error
+    if error == nil { answer.invalidated = fetch.invalidated }
+    let result: Result<Value, any Error> =
+      if let error { .failure(error) } else if let value = answer.value { .success(value) } else {
+        .failure(ResourceError.answerRemoved)
+      }
+    for waiter in fetch.waiters { effects.resumed.append((waiter.continuation, result)) }
+    notify(at: now, &effects)
+    settle(at: now, &effects)
+  }
+
+  // MARK: The answer
+
+  /// Keeps `value`, read from the map at `mapVersion`, if it is newer than the answer held.
+  /// Returns whether it was.
+  @discardableResult
+  mutating func take(_ value: Value?, mapVersion: UInt64) -> Bool {
+    guard mapVersion > answer.version else { return false }
+    answer.value = value
+    answer.version = mapVersion
+    return true
+  }
+
+  /// The map changed the answer (an entity in it written or removed by anyone), and showed
+  /// `value` at `mapVersion`. While a fetch lands, its own notification tells the observers.
+  mutating func offer(_ value: Value?, mapVersion: UInt64, at now: Date) -> _ResourceEffects<Value>
+  {
+    var effects = _ResourceEffects<Value>()
+    guard take(value, mapVersion: mapVersion) else { return effects }
+    if fetch?.landing != true { notify(at: now, &effects) }
+    settle(at: now, &effects)
+    return effects
+  }
+
+  /// `invalidate()`: the answer is stale from now on, until a fetch that starts after this
+  /// lands.
+  mutating func invalidate(at now: Date) -> _ResourceEffects<Value> {
+    var effects = _ResourceEffects<Value>()
+    guard !audience.isLetGo else { return effects }
+    let wasStale = isStale(at: now)
+    answer.invalidated = true
+    fetch?.invalidated = true
+    if !wasStale { notify(at: now, &effects) }
+    settle(at: now, &effects)
+    return effects
+  }
+
+  // MARK: Audience
+
+  /// Adds an observer; it starts after the current version unless it asked for the current
+  /// state. Returns the state and version to deliver first.
+  mutating func addObserver(_ observer: _Subscriber<ResourceState<Value>>, at now: Date)
+    -> (state: ResourceState<Value>, version: UInt64, effects: _ResourceEffects<Value>)
+  {
+    var effects = _ResourceEffects<Value>()
+    audience.observers.append(observer)
+    settle(at: now, &effects)
+    return (state(at: now), version, effects)
+  }
+
+  /// Removes an observer, which may abandon the fetch and start the keep timer.
+  mutating func removeObserver(_ observer: _AnySubscriber, at now: Date) -> _ResourceEffects<Value>
+  {
+    var effects = _ResourceEffects<Value>()
+    guard let index = audience.observers.firstIndex(where: { $0 === observer }) else {
+      return effects
+    }
+    audience.observers.remove(at: index)
+    cancelIfAbandoned(at: now, &effects)
+    settle(at: now, &effects)
+    return effects
+  }
+
+  /// A new `Resource` handle; `false` once the resource is let go.
+  mutating func addHandle(at now: Date) -> (Bool, _ResourceEffects<Value>) {
+    var effects = _ResourceEffects<Value>()
+    guard !audience.isLetGo else { return (false, effects) }
+    audience.handles += 1
+    settle(at: now, &effects)
+    return (true, effects)
+  }
+
+  /// A `Resource` handle went.
+  mutating func removeHandle(at now: Date) -> _ResourceEffects<Value> {
+    var effects = _ResourceEffects<Value>()
+    audience.handles -= 1
+    settle(at: now, &effects)
+    return effects
+  }
+
+  // MARK: Timers
+
+  /// Records the task of a timer; returns `false` when that timer was superseded (then the
+  /// caller cancels the task).
+  mutating func attach(
+    _ task: Task<Void, Never>, toTimer kind: _ResourceTimerKind, generation: UInt64
+  )
+    -> Bool
+  {
+    switch kind {
+    case .stale:
+      guard timers.stale?.generation == generation else { return false }
+      timers.stale!.task = task
+    case .keep:
+      guard timers.keep?.generation == generation else { return false }
+      timers.keep!.task = task
+    }
+    return true
+  }
+
+  /// A timer woke up.
+  mutating func timerFired(_ kind: _ResourceTimerKind, generation: UInt64, at now: Date)
+    -> _ResourceEffects<Value>
+  {
+    var effects = _ResourceEffects<Value>()
+    switch kind {
+    case .stale:
+      guard timers.stale?.generation == generation else { return effects }
+      timers.stale = nil
+      if isStale(at: now) { notify(at: now, &effects) }
+    case .keep:
+      guard timers.keep?.generation == generation else { return effects }
+      timers.keep = nil
+      if isUnused {
+        audience.isLetGo = true
+        effects.letGo = true
+      }
+    }
+    settle(at: now, &effects)
+    return effects
+  }
+
+  /// Whether nothing depends on the resource: no handle, no observer, no fetch in flight.
+  var isUnused: Bool {
+    audience.handles == 0 && audience.observers.isEmpty && fetch == nil
+  }
+
+  /// Brings the timers in line with the state: a stale timer while an observed answer is
+  /// fresh, a keep timer while nothing uses the resource.
+  mutating func settle(at now: Date, _ effects: inout _ResourceEffects<Value>) {
+    // The stale timer.
+    var staleDeadline: Date?
+    if !audience.observers.isEmpty, !audience.isLetGo, !isStale(at: now),
+      let fetchedAt = answer.fetchedAt
+    {
+      staleDeadline = fetchedAt.addingTimeInterval(settings.staleAfter._seconds)
+    }
+    if timers.stale?.deadline != staleDeadline {
+      if let task = timers.stale?.task { effects.cancelled.append(task) }
+      timers.stale = nil
+      if let staleDeadline {
+        let generation = nextID()
+        timers.stale = _ResourceTimer(generation: generation, deadline: staleDeadline)
+        let wait = max(0, staleDeadline.timeIntervalSince(now))
+        effects.timers.append((.stale, generation, .nanoseconds(Int64((wait * 1e9).rounded(.up)))))
+      }
+    }
+    // The keep timer.
+    let keeps = isUnused && !audience.isLetGo
+    if keeps && timers.keep == nil {
+      let generation = nextID()
+      timers.keep = _ResourceTimer(generation: generation, deadline: nil)
+      effects.timers.append((.keep, generation, settings.keepFor))
+    } else if !keeps, let keep = timers.keep {
+      if let task = keep.task { effects.cancelled.append(task) }
+      timers.keep = nil
+    }
+  }
+
+  /// The state changed: one new version for the observers.
+  mutating func notify(at now: Date, _ effects: inout _ResourceEffects<Value>) {
+    version += 1
+    effects.delivery = (state(at: now), version, audience.observers)
+  }
+}
+
+/// What a `revalidate()` that found nothing to do is resumed with; never seen by users.
+struct _Skipped: Error {}
