@@ -19,6 +19,11 @@
 ///
 /// ``encode(_:)`` and ``decode(_:from:)`` run on either. A store must be safe to call from
 /// several threads at once.
+///
+/// A store that other processes write too (``isShared``) is also asked, on the background
+/// writer, for ``externalChanges()``, whenever the thread it wakes through
+/// ``observeExternalChanges(_:)`` says so, and when the app calls
+/// ``IdentityMap/syncExternalChanges()``.
 public protocol PersistentStore: AnyObject, Sendable {
   /// The bytes the store keeps for `value`: an entity, or an entity's id.
   ///
