@@ -141,9 +141,9 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
     }
     let outcome = await withTaskCancellationHandler {
       await withCheckedContinuation { continuation in
-        let now = fetcher.clock.now
         // NB: the task's cancellation is read under the lock, as the handler below takes it:
-        // a cancellation either comes before (and is seen here) or finds the waiter.
+        // a cancellation either comes before (and is seen here) or finds the waiter. The time
+        // is the demand's: nothing suspended since `begin`, so the clock is not read again.
         let effects = lock.withLock {
           machine.join(
             demand, _ResourceWaiter(id: id, continuation: continuation), at: now,
