@@ -236,14 +236,7 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
   /// its observers told.
   private func perform(_ effects: _ResourceEffects) {
     for task in effects.cancelled { task.cancel() }
-    if let delivery = effects.delivery {
-      let state = state(delivery.state)
-      for observer in delivery.to {
-        // NB: `unsafeDowncast`: the machine's observers are the ones `observe` made.
-        unsafeDowncast(observer, to: _Subscriber<ResourceState<Value>>.self)
-          .deliver(state, version: delivery.version, deliveryLock)
-      }
-    }
+    if let delivery = effects.delivery { deliver(delivery) }
     if let id = effects.startFetch { startFetch(id) }
     for timer in effects.timers {
       startTimer(timer.kind, generation: timer.generation, timer.duration)
@@ -252,6 +245,21 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
       for waiter in resumed.waiters { waiter.continuation.resume(returning: resumed.outcome) }
     }
     if effects.letGo { letGo() }
+  }
+
+  /// Tells the observers a new state.
+  ///
+  /// NB: `@inline(never)`: inlined into `perform`, its `ResourceState<Value>` would have
+  /// `perform` look that type's metadata up on entry, on every `load()`, whether or not it
+  /// delivers.
+  @inline(never)
+  private func deliver(_ delivery: _ResourceDelivery) {
+    let state = state(delivery.state)
+    for observer in delivery.to {
+      // NB: `unsafeDowncast`: the machine's observers are the ones `observe` made.
+      unsafeDowncast(observer, to: _Subscriber<ResourceState<Value>>.self)
+        .deliver(state, version: delivery.version, deliveryLock)
+    }
   }
 
   /// Starts the loader's task for the fetch `id`.
