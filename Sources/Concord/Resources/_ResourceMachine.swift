@@ -189,6 +189,14 @@ struct _ResourceEffects {
   var letGo = false
 }
 
+extension _ResourceEffects {
+  /// Resumes `waiters` with `outcome`. A transition resumes one set of callers at most.
+  mutating func resume(_ waiters: [_ResourceWaiter], with outcome: _ResourceOutcome) {
+    assert(resumed == nil, "a transition resumed two sets of callers")
+    resumed = _ResourceResumption(waiters: waiters, outcome: outcome)
+  }
+}
+
 /// A resource's state; see the top of this file.
 struct _ResourceMachine {
   let settings: _ResourceSettings
@@ -295,15 +303,14 @@ struct _ResourceMachine {
     switch decide(demand, at: now) {
     case .answer(let value, let refreshing):
       if refreshing { ensureFetch(background: true, at: now, &effects) }
-      effects.resumed = _ResourceResumption(waiters: [waiter], outcome: .success(value))
+      effects.resume([waiter], with: .success(value))
     case .fail(let error):
-      effects.resumed = _ResourceResumption(waiters: [waiter], outcome: .failure(error))
+      effects.resume([waiter], with: .failure(error))
     case .skip:
-      effects.resumed = _ResourceResumption(waiters: [waiter], outcome: .failure(_Skipped()))
+      effects.resume([waiter], with: .failure(_Skipped()))
     case .fetch:
       guard !isCancelled else {
-        effects.resumed = _ResourceResumption(
-          waiters: [waiter], outcome: .failure(CancellationError()))
+        effects.resume([waiter], with: .failure(CancellationError()))
         return effects
       }
       ensureFetch(background: false, at: now, &effects)
@@ -319,7 +326,7 @@ struct _ResourceMachine {
     guard let index = fetch?.waiters.firstIndex(where: { $0.id == id }) else { return effects }
     let waiter = fetch!.waiters.remove(at: index)
     fetch!.abandoned = true
-    effects.resumed = _ResourceResumption(waiters: [waiter], outcome: .failure(CancellationError()))
+    effects.resume([waiter], with: .failure(CancellationError()))
     cancelIfAbandoned(at: now, &effects)
     return effects
   }
@@ -442,7 +449,7 @@ struct _ResourceMachine {
         .failure(ResourceError.answerRemoved)
       }
     if !fetch.waiters.isEmpty {
-      effects.resumed = _ResourceResumption(waiters: fetch.waiters, outcome: outcome)
+      effects.resume(fetch.waiters, with: outcome)
     }
     notify(at: now, &effects)
     settle(at: now, &effects)
