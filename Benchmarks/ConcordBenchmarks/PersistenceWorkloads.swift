@@ -13,7 +13,7 @@ extension Workloads {
   func withDatabase<R>(_ body: (String) throws -> R) rethrows -> R {
     let path = NSTemporaryDirectory() + "concord-bench-\(UUID().uuidString).sqlite"
     defer {
-      for suffix in ["", "-wal", "-shm"] {
+      for suffix in ["", "-wal", "-shm", "-concord"] {
         try? FileManager.default.removeItem(atPath: path + suffix)
       }
     }

@@ -54,7 +54,7 @@ extension _Table {
     hooks.feedConsumers = { node, kind, saved, stampBefore, core in
       let node = entity(node)
       let table = node.table
-      table.persisted?._record(node, kind, stampBefore: stampBefore)
+      table.persisted?._record(node, kind, stampBefore: stampBefore, core)
       guard let consumers = table.consumers else { return }
       consumers._feed(node, kind, old: saved >= 0 ? table.stash.values[Int(saved)] : nil, core)
     }
@@ -150,6 +150,11 @@ extension _Table {
       else { return }
       core.reload(node, from: persisted, make: make)
     }
+    hooks.applyExternal = { node, change, core in
+      let node = alias(node)
+      guard node.persists, let change = change as? _ExternalAlias<T> else { return }
+      core.applyExternal(change, to: node, make: make)
+    }
     hooks.wantAlias = { node, prefetch, persistence in
       let node = alias(node)
       guard node.persists,
@@ -163,6 +168,7 @@ extension _Table {
         let persisted = unsafeDowncast(node.witness.table, to: _Table<T>.self).persisted,
         kind != .unchanged || !node.s.stamp._isSame(as: stampBefore)
       else { return }
+      if persistence.diverts { return persistence.divert(.alias(node.id.name), core) }
       persistence.current.append(
         persisted.aliasChange(
           name: node.id.name, entities: node.value.map(entities),
