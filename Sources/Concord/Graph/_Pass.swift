@@ -186,6 +186,12 @@ final class _Pass {
   /// every node it writes. The differential tests run one map so, beside one that takes them.
   /// NB: a constant once the map is made, as `_core`: read without exclusivity checks.
   @exclusivity(unchecked) @usableFromInline var isExhaustive = false
+  /// Whether the map has a logger, which is told of every entity a write stores, nested ones
+  /// included (`IdentityMapEvent.stored`): the pass then expands an aggregate bit for bit its
+  /// stored value too, as the exhaustive pass does, so that the events do not depend on the
+  /// shortcut (nor on the padding bytes that decide it).
+  /// NB: a constant once the map is made, as `_core`: read without exclusivity checks.
+  @exclusivity(unchecked) @usableFromInline var isLogging = false
   /// The entities whose stored stamp an equal one replaces, as a newer one would: those of the
   /// optimistic layer whose server's answer the write stores (`commit(confirmedBy:)`). Empty
   /// otherwise.
@@ -494,7 +500,7 @@ extension _Pass {
     // children already have; without a call stamp to record on them, they need no claim. The
     // root's is the write's only occurrence: no other claim can compete with those it skips.
     if claims[0].verdict == .accepted && request.stamp == nil && root.hasChildren
-      && !isExhaustive && schema.isEquatable && !root.s.bits.contains(.fresh)
+      && !isExhaustive && !isLogging && schema.isEquatable && !root.s.bits.contains(.fresh)
       && _identical(root.value, payload)
     {
       claims[0].verdict = .identical
@@ -688,7 +694,7 @@ extension _Pass {
           // unless another occurrence in the write claims one of them: the walk then runs
           // again without skipping (see `claimAll`), since the skipped claim could have won.
           if claims[index].verdict == .accepted && request.stamp == nil
-            && node.hasChildren && !isExhaustive && !learned.expandsIdentical
+            && node.hasChildren && !isExhaustive && !isLogging && !learned.expandsIdentical
             && node.witness.isIdentical(node, index, self)
           {
             claims[index].verdict = .identical
