@@ -222,7 +222,7 @@ struct LifetimeTests {
       #expect(map.count == perBatch)
       handles = []
       #expect(map.count == 0)
-      if !isAddressSanitized, let bytes = residentBytes() { residentAfterBatch.append(bytes) }
+      if !isSanitized, let bytes = residentBytes() { residentAfterBatch.append(bytes) }
     }
     #expect(map._core.registry.table(for: Author.self).isEmpty)
     if let first = residentAfterBatch.first, let last = residentAfterBatch.last {

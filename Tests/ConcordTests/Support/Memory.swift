@@ -29,8 +29,11 @@ func residentBytes() -> Int? {
   #endif
 }
 
-/// Whether AddressSanitizer is in the process. Its quarantine holds freed memory back on
-/// purpose, so resident memory says nothing about reuse under it.
-var isAddressSanitized: Bool {
-  dlsym(dlopen(nil, RTLD_NOW), "__asan_init") != nil
+/// Whether AddressSanitizer or ThreadSanitizer is in the process. ASan's quarantine holds freed
+/// memory back on purpose, and TSan's allocator keeps freed blocks and their shadow (resident
+/// memory grew 42 MB over a million entities under it), so resident memory says nothing about
+/// reuse under either.
+var isSanitized: Bool {
+  let process = dlopen(nil, RTLD_NOW)
+  return dlsym(process, "__asan_init") != nil || dlsym(process, "__tsan_init") != nil
 }
