@@ -221,12 +221,17 @@ final class _Prefetched<T: Identifiable & Sendable>: _AnyPrefetched {
       if case .saved(let ids, _) = fetched { nested.want(ids, of: T.self) }
     }
     wantedAliases = []
-    for name in wantedAnswers where answers[name] == nil {
+    // NB: a paged list's record names the records of its pages, read with it.
+    while let name = wantedAnswers.popLast() {
+      guard answers[name] == nil else { continue }
       let fetched = persisted.fetchAnswer(name)
       answers[name] = fetched
-      if case .saved(let ids, _) = fetched { nested.want(ids, of: T.self) }
+      guard case .saved(let ids, let info) = fetched else { continue }
+      nested.want(ids, of: T.self)
+      for serial in info.paging?.pages ?? [] {
+        wantedAnswers.append(_AnswerRecord.pageName(of: name, serial: serial))
+      }
     }
-    wantedAnswers = []
     if wantsAll, let all = persisted.fetchAll() {
       var ids: [T.ID] = []
       ids.reserveCapacity(all.records.count)

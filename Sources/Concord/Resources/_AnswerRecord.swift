@@ -5,6 +5,13 @@ import Foundation
 // an alias record (`PersistentChange.saveAlias`) under a name no alias can have
 // (`_AnswerRecord.storeName`), so every `PersistentStore` keeps it without knowing about
 // resources, and `removeAll()` and `reset()` delete it with the aliases of its type.
+//
+// A paged list keeps one record per page it holds (the ids that page brought to the list, in
+// order) and one record of the list (`_StoredPaging`: its pages in order, its cursors, whether
+// older pages follow, when its head was fetched), under names of their own
+// (`pagedName(of:kind:)`, `pageName(of:serial:)`). A page's record is written when the page
+// lands, or when an entity of it is removed; the list's with every page. A prefetch reading the
+// list's record reads its pages' records too, with no lock held.
 
 /// What a prefetch read of a resource's answer record: its ids and the rest, none, or how
 /// reading it failed.
@@ -28,6 +35,49 @@ struct _StoredAnswer<IDs: Codable>: Codable {
   /// `fetchedAt`, in seconds since 1970.
   var fetchedAt: Double
   var validator: String?
+  /// A paged list's pages and cursors, in its list record; absent otherwise.
+  var paging: _EncodedPaging?
+}
+
+/// A paged list's pages and cursors, as a record of the list holds them: see
+/// `_AnswerRecord.swift`.
+struct _StoredPaging: Sendable {
+  /// The serial numbers of its pages, the newest first; each page's record is named by its own
+  /// (`_AnswerRecord.pageName(of:serial:)`).
+  var pages: [UInt64]
+  var hasOlder: Bool
+  /// The cursor of the page older than the list's last, and that of the items newer than its
+  /// first.
+  var older: _StoredCursor?
+  var newer: _StoredCursor?
+}
+
+/// A cursor of a paged list, as the store had it (encoded), or as a record not yet applied
+/// holds it (the value, and how to encode it).
+enum _StoredCursor: Sendable {
+  case encoded([UInt8])
+  case value(any Sendable, encode: @Sendable (any PersistentStore) throws -> [UInt8])
+
+  /// The cursor `value`, to be encoded by the store.
+  static func of<Cursor: Codable & Sendable>(_ value: Cursor) -> _StoredCursor {
+    .value(value, encode: { store in try store.encode(value) })
+  }
+
+  /// The cursor as `store` encodes it.
+  func encoded(by store: any PersistentStore) throws -> [UInt8] {
+    switch self {
+    case .encoded(let bytes): bytes
+    case .value(_, let encode): try encode(store)
+    }
+  }
+}
+
+/// `_StoredPaging` as the store keeps it: each cursor encoded by the store.
+struct _EncodedPaging: Codable {
+  var pages: [UInt64]
+  var hasOlder: Bool
+  var older: [UInt8]?
+  var newer: [UInt8]?
 }
 
 /// The save of a resource's answer record: an alias change, so that it is applied, read back
@@ -53,12 +103,29 @@ final class _AnswerRecord: _AliasOp, @unchecked Sendable {
     "\u{1}resource:" + (list ? "[\(kind)]" : kind) + ":" + name
   }
 
+  /// The name of the record of the paged list `name` whose entities have `kind`: apart from
+  /// a resource's with the same name.
+  static func pagedName(of name: String, kind: String) -> String {
+    "\u{1}paged:[\(kind)]:" + name
+  }
+
+  /// The name of the record of the page `serial` of the paged list whose record is `list`.
+  static func pageName(of list: String, serial: UInt64) -> String {
+    list + "\u{1}page \(serial)"
+  }
+
   override func change(_ store: any PersistentStore) throws -> PersistentChange {
     guard let ids = ids as? any Codable else { throw _AnswerRecordError.idsNotCodable }
+    let paging = try info.paging.map { paging in
+      _EncodedPaging(
+        pages: paging.pages, hasOlder: paging.hasOlder,
+        older: try paging.older?.encoded(by: store), newer: try paging.newer?.encoded(by: store))
+    }
     func encode<IDs: Codable>(_ ids: IDs) throws -> [UInt8] {
       try store.encode(
         _StoredAnswer(
-          ids: ids, fetchedAt: info.fetchedAt.timeIntervalSince1970, validator: info.validator))
+          ids: ids, fetchedAt: info.fetchedAt.timeIntervalSince1970, validator: info.validator,
+          paging: paging))
     }
     return .saveAlias(
       name: name, kind: kind ?? "", record: PersistentRecord(payload: try encode(ids), stamp: nil))
@@ -73,10 +140,17 @@ final class _AnswerRecord: _AliasOp, @unchecked Sendable {
     }
     func decode<IDs: Codable>(_: IDs.Type) throws -> (Any, _StoredAnswerInfo) {
       let stored = try store.decode(_StoredAnswer<IDs>.self, from: payload)
+      let paging = stored.paging.map { paging in
+        _StoredPaging(
+          pages: paging.pages, hasOlder: paging.hasOlder,
+          older: paging.older.map(_StoredCursor.encoded),
+          newer: paging.newer.map(_StoredCursor.encoded))
+      }
       return (
         stored.ids,
         _StoredAnswerInfo(
-          fetchedAt: Date(timeIntervalSince1970: stored.fetchedAt), validator: stored.validator)
+          fetchedAt: Date(timeIntervalSince1970: stored.fetchedAt), validator: stored.validator,
+          paging: paging)
       )
     }
     let (ids, info) = try decode(type)

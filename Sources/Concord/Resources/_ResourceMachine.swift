@@ -65,9 +65,9 @@ struct _ResourceFetch<Value: Sendable> {
   var task: Task<Void, Never>?
 }
 
-/// Who depends on a resource: its observers and its live `Resource` handles.
-struct _ResourceAudience<Value: Sendable> {
-  var observers: [_Subscriber<ResourceState<Value>>] = []
+/// Who depends on a resource: its observers (told each new `State`) and its live handles.
+struct _ResourceAudience<State: Sendable> {
+  var observers: [_Subscriber<State>] = []
   var handles = 0
   /// Whether the resource was let go (see `keepFor`): it takes no handle any more.
   var isLetGo = false
@@ -137,7 +137,7 @@ struct _ResourceMachine<Value: Sendable> {
   var answer = _ResourceAnswer<Value>()
   var fetch: _ResourceFetch<Value>?
   var error: (any Error)?
-  var audience = _ResourceAudience<Value>()
+  var audience = _ResourceAudience<ResourceState<Value>>()
   var timers = _ResourceTimers()
   /// The version of the newest state handed to observers.
   var version: UInt64 = 1
