@@ -28,8 +28,11 @@ extension _Table {
     hooks.unregister = { node, core in
       let node = entity(node)
       let table = node.table
-      guard table.remove(node) else { return }
+      // NB: buried before the table gives back its retain, which may be the node's last one:
+      // `node` is borrowed, and an optimized build does not retain it. Buried when it was not
+      // the table's entry too, it is only released after the lock, as any node a write drops.
       core.outbox.bury(node)
+      guard table.remove(node) else { return }
       node.s.flags.remove(.registered)
       core.registry.liveCount -= 1
       // NB: a removal reaches the indexes with the change log; a release never does.

@@ -256,9 +256,9 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
   }
 
   /// Takes `node` out if it is its id's entry, and gives back the table's retain of it.
-  /// Returns whether it was there: the caller, which holds `node`, then buries it in the
-  /// write's graveyard, so that it is released after the lock (rules 2 and 3 of
-  /// `_Lifetime.swift`).
+  /// Returns whether it was there. The caller must hold `node` with a retain of its own
+  /// first (the write's graveyard, so that it is released after the lock: rules 2 and 3 of
+  /// `_Lifetime.swift`): the table's may be the last one.
   @inlinable
   func remove(_ node: _EntityNode<T>) -> Bool {
     let slot = Unmanaged.passUnretained(node)
