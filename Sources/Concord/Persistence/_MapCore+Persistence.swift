@@ -631,11 +631,12 @@ extension _MapCore {
   }
 
   /// Fills a slot per page of the paged list `name` that the store keeps, if `T` is persisted
-  /// and it keeps one: `slot(serial)` makes the empty slot of a page, which takes the
-  /// entities of the page's record that the map has and no earlier page holds, as a load
-  /// (nobody is told); a page left with none gets no slot. Returns the list's record (when its
-  /// head was fetched, its cursors) and the pages given a slot. The store is read outside the
-  /// lock when the write admits a prefetch that asked for it (`want(pagedList:of:in:)`).
+  /// and it keeps one: following the chain of its records from the list's, `slot(serial)`
+  /// makes the empty slot of each page, which takes the entities of the page's record that
+  /// the map has and no earlier page holds, as a load (nobody is told). Returns the list's
+  /// record (when its head was fetched, its cursors) and the pages, in order. The store is
+  /// read outside the lock when the write admits a prefetch that asked for it
+  /// (`want(pagedList:of:in:)`).
   func loadStoredPagedList<T: Identifiable & Sendable>(
     _: T.Type, name: String, slot: (UInt64) -> _AliasNode<[T]>
   ) -> (info: _StoredAnswerInfo, pages: [UInt64])? {
@@ -648,14 +649,20 @@ extension _MapCore {
     else { return nil }
     var listed = Set<T.ID>()
     var pages: [UInt64] = []
-    for serial in paging.pages {
+    var visited = Set<UInt64>()
+    var next = paging.next
+    // NB: a chain that loops, or names a record that cannot be read (a damaged store), ends
+    // there.
+    while let serial = next, visited.insert(serial).inserted {
       let pageName = _AnswerRecord.pageName(of: storeName, serial: serial)
-      let ids = (readAnswerRecord(T.self, named: pageName, persistence, persisted)?.ids ?? [])
-        .filter { !listed.contains($0) }
+      guard let page = readAnswerRecord(T.self, named: pageName, persistence, persisted) else {
+        break
+      }
+      next = page.info.paging?.next
+      let ids = page.ids.filter { !listed.contains($0) }
       for id in ids { loadIfMissing(T.self, id: id) }
       let table = registry.table(for: T.self)
       let values = ids.compactMap { table.node($0)?.value }
-      guard !values.isEmpty else { continue }
       listed.formUnion(values.map(\.id))
       loadSlot(slot(serial), with: values)
       pages.append(serial)

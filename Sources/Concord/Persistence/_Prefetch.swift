@@ -221,15 +221,16 @@ final class _Prefetched<T: Identifiable & Sendable>: _AnyPrefetched {
       if case .saved(let ids, _) = fetched { nested.want(ids, of: T.self) }
     }
     wantedAliases = []
-    // NB: a paged list's record names the records of its pages, read with it.
+    // NB: a paged list's records are chained (see `_AnswerRecord.swift`): each names the next.
     while let name = wantedAnswers.popLast() {
       guard answers[name] == nil else { continue }
       let fetched = persisted.fetchAnswer(name)
       answers[name] = fetched
       guard case .saved(let ids, let info) = fetched else { continue }
       nested.want(ids, of: T.self)
-      for serial in info.paging?.pages ?? [] {
-        wantedAnswers.append(_AnswerRecord.pageName(of: name, serial: serial))
+      if let next = info.paging?.next {
+        let list = String(_AnswerRecord.listName(ofRecord: name))
+        wantedAnswers.append(_AnswerRecord.pageName(of: list, serial: next))
       }
     }
     if wantsAll, let all = persisted.fetchAll() {

@@ -38,10 +38,25 @@ extension IdentityMap {
   ///     nobody waits for or observes the list any more.
   /// - Returns: A handle on the list; it keeps the list live while it exists.
   /// - Complexity: O(1) for a live list; making one reads the store when `T` is persisted.
+  @inlinable
   public func pagedResource<T: Identifiable & Sendable, Cursor: Codable & Sendable>(
     _ key: ResourceKey<[T]>, staleAfter: Duration = .zero, keepFor: Duration = .seconds(300),
     retry: RetryPolicy = .exponential(),
     load: @escaping @Sendable (PageRequest<Cursor>) async throws -> Page<T, Cursor>
+  ) -> PagedResource<T, Cursor> {
+    // NB: made here, in the caller's module, so that the pass writing each page is
+    // specialized for `T`: type-erased, it looked up `T`'s metadata at every entity.
+    _pagedResource(key, staleAfter: staleAfter, keepFor: keepFor, retry: retry, load: load) {
+      map, items, slot, stamp in map.storeAnswer(items, into: slot, stamp: stamp)
+    }
+  }
+
+  /// `pagedResource(_:staleAfter:keepFor:retry:load:)`, whose pages `write` stores.
+  @usableFromInline
+  func _pagedResource<T: Identifiable & Sendable, Cursor: Codable & Sendable>(
+    _ key: ResourceKey<[T]>, staleAfter: Duration, keepFor: Duration, retry: RetryPolicy,
+    load: @escaping @Sendable (PageRequest<Cursor>) async throws -> Page<T, Cursor>,
+    write: @escaping _PageWriter<T>
   ) -> PagedResource<T, Cursor> {
     let registryKey = _PagedCore<T, Cursor>.registryKey(key.name)
     if let live = _resources.existing(registryKey, as: _PagedCore<T, Cursor>.self) {
@@ -49,7 +64,8 @@ extension IdentityMap {
     }
     // NB: made outside the registry's lock, which is never held while the map's is taken.
     let slotName = _resources.slotID(named: key.name, for: PagedResource<T, Cursor>.self).name
-    let list = _PagedList<T, Cursor>.make(in: _core, name: key.name, slotName: slotName)
+    let list = _PagedList<T, Cursor>.make(
+      in: _core, name: key.name, slotName: slotName, write: write)
     let made = _PagedCore(
       key: key,
       settings: _ResourceSettings(

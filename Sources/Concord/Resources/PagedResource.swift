@@ -22,7 +22,7 @@
 public final class PagedResource<T: Identifiable & Sendable, Cursor: Codable & Sendable>:
   Sendable
 {
-  let _core: _PagedCore<T, Cursor>
+  @usableFromInline let _core: _PagedCore<T, Cursor>
 
   /// A handle on `core`, whose hold on it was taken for this handle.
   init(_ core: _PagedCore<T, Cursor>) {
@@ -40,6 +40,7 @@ public final class PagedResource<T: Identifiable & Sendable, Cursor: Codable & S
   /// age, whether a page is in flight or failed.
   ///
   /// - Complexity: O(1): the items are kept up to date as pages land and entities change.
+  @inlinable
   public var state: PagedState<T> { _core.state }
 
   /// The list by `cacheFirst`: a fresh list as it is; a stale one at once, refreshed behind

@@ -14,9 +14,6 @@ public struct PagedState<T: Sendable>: Sendable {
   /// Whether an older page may follow: the last page loaded gave an older cursor and brought
   /// something new.
   public var hasOlder: Bool
-  /// When the head of the list was fetched (the first page, or the last refresh); `nil`
-  /// before the first page.
-  public var fetchedAt: Date?
   /// Whether the list is stale: none yet, its head as old as `staleAfter` or older, or
   /// invalidated.
   public var isStale: Bool
@@ -24,20 +21,59 @@ public struct PagedState<T: Sendable>: Sendable {
   public var isLoading: Bool
   /// Whether an older page is in flight (`loadOlder()`).
   public var isLoadingOlder: Bool
+  /// `fetchedAt` and `error`, which change seldom, in one shared box: a state is copied at
+  /// each read, and a small one is copied in registers.
+  @usableFromInline var _details: _PagedDetails?
+
+  /// When the head of the list was fetched (the first page, or the last refresh); `nil`
+  /// before the first page.
+  public var fetchedAt: Date? {
+    get { _details?.fetchedAt }
+    set { _details = _PagedDetails(fetchedAt: newValue, error: error) }
+  }
+
   /// The last page's error, after its retries; `nil` after a success.
-  public var error: (any Error)?
+  public var error: (any Error)? {
+    get { _details?.error }
+    set { _details = _PagedDetails(fetchedAt: fetchedAt, error: newValue) }
+  }
 
   /// A state; paged lists make them, and tests of code that reads them may too.
   public init(
     items: [T] = [], hasOlder: Bool = false, fetchedAt: Date? = nil, isStale: Bool = true,
     isLoading: Bool = false, isLoadingOlder: Bool = false, error: (any Error)? = nil
   ) {
+    self.init(
+      items: items, hasOlder: hasOlder, isStale: isStale, isLoading: isLoading,
+      isLoadingOlder: isLoadingOlder, details: _PagedDetails(fetchedAt: fetchedAt, error: error))
+  }
+
+  /// A state whose details are boxed already.
+  @inlinable
+  init(
+    items: [T], hasOlder: Bool, isStale: Bool, isLoading: Bool, isLoadingOlder: Bool,
+    details: _PagedDetails?
+  ) {
     self.items = items
     self.hasOlder = hasOlder
-    self.fetchedAt = fetchedAt
     self.isStale = isStale
     self.isLoading = isLoading
     self.isLoadingOlder = isLoadingOlder
+    _details = details
+  }
+}
+
+/// A paged list's `fetchedAt` and `error`, in a box a list shares between its states; see
+/// `PagedState`.
+@usableFromInline
+final class _PagedDetails: Sendable {
+  let fetchedAt: Date?
+  let error: (any Error)?
+
+  /// The box of `fetchedAt` and `error`; `nil` when both are.
+  init?(fetchedAt: Date?, error: (any Error)?) {
+    guard fetchedAt != nil || error != nil else { return nil }
+    self.fetchedAt = fetchedAt
     self.error = error
   }
 }

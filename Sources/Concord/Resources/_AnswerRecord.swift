@@ -7,11 +7,13 @@ import Foundation
 // resources, and `removeAll()` and `reset()` delete it with the aliases of its type.
 //
 // A paged list keeps one record per page it holds (the ids that page brought to the list, in
-// order) and one record of the list (`_StoredPaging`: its pages in order, its cursors, whether
-// older pages follow, when its head was fetched), under names of their own
-// (`pagedName(of:kind:)`, `pageName(of:serial:)`). A page's record is written when the page
-// lands, or when an entity of it is removed; the list's with every page. A prefetch reading the
-// list's record reads its pages' records too, with no lock held.
+// order) and one record of the list (when its head was fetched, its cursors, whether older
+// pages follow), under names of their own (`pagedName(of:kind:)`, `pageName(of:serial:)`).
+// The records are chained: the list's names its first page, and each page's the page after it
+// (`_StoredPaging.next`), so that a page appended or put on top rewrites two records, whatever
+// the list's length. A page's record is written when the page lands, again when the page after
+// it lands, and when an entity of it is removed. A prefetch reading the list's record follows
+// the chain, with no lock held.
 
 /// What a prefetch read of a resource's answer record: its ids and the rest, none, or how
 /// reading it failed.
@@ -39,15 +41,14 @@ struct _StoredAnswer<IDs: Codable>: Codable {
   var paging: _EncodedPaging?
 }
 
-/// A paged list's pages and cursors, as a record of the list holds them: see
-/// `_AnswerRecord.swift`.
+/// What a paged list's records hold besides ids: see `_AnswerRecord.swift`.
 struct _StoredPaging: Sendable {
-  /// The serial numbers of its pages, the newest first; each page's record is named by its own
-  /// (`_AnswerRecord.pageName(of:serial:)`).
-  var pages: [UInt64]
-  var hasOlder: Bool
-  /// The cursor of the page older than the list's last, and that of the items newer than its
-  /// first.
+  /// The serial number of the next page in the chain: the first page, in the list's record;
+  /// the page after it, in a page's. `nil` at the end.
+  var next: UInt64?
+  /// In the list's record: whether older pages follow, the cursor of the page older than the
+  /// last, and that of the items newer than the first.
+  var hasOlder = false
   var older: _StoredCursor?
   var newer: _StoredCursor?
 }
@@ -74,7 +75,7 @@ enum _StoredCursor: Sendable {
 
 /// `_StoredPaging` as the store keeps it: each cursor encoded by the store.
 struct _EncodedPaging: Codable {
-  var pages: [UInt64]
+  var next: UInt64?
   var hasOlder: Bool
   var older: [UInt8]?
   var newer: [UInt8]?
@@ -111,14 +112,22 @@ final class _AnswerRecord: _AliasOp, @unchecked Sendable {
 
   /// The name of the record of the page `serial` of the paged list whose record is `list`.
   static func pageName(of list: String, serial: UInt64) -> String {
-    list + "\u{1}page \(serial)"
+    list + pageMark + "\(serial)"
+  }
+
+  /// What separates a paged list's record's name from a page's number in the page's.
+  private static let pageMark = "\u{1}page "
+
+  /// The name of the list's record, from the name of the list's or of one of its pages'.
+  static func listName(ofRecord name: String) -> Substring {
+    name.range(of: pageMark).map { name[..<$0.lowerBound] } ?? name[...]
   }
 
   override func change(_ store: any PersistentStore) throws -> PersistentChange {
     guard let ids = ids as? any Codable else { throw _AnswerRecordError.idsNotCodable }
     let paging = try info.paging.map { paging in
       _EncodedPaging(
-        pages: paging.pages, hasOlder: paging.hasOlder,
+        next: paging.next, hasOlder: paging.hasOlder,
         older: try paging.older?.encoded(by: store), newer: try paging.newer?.encoded(by: store))
     }
     func encode<IDs: Codable>(_ ids: IDs) throws -> [UInt8] {
@@ -142,7 +151,7 @@ final class _AnswerRecord: _AliasOp, @unchecked Sendable {
       let stored = try store.decode(_StoredAnswer<IDs>.self, from: payload)
       let paging = stored.paging.map { paging in
         _StoredPaging(
-          pages: paging.pages, hasOlder: paging.hasOlder,
+          next: paging.next, hasOlder: paging.hasOlder,
           older: paging.older.map(_StoredCursor.encoded),
           newer: paging.newer.map(_StoredCursor.encoded))
       }

@@ -1,8 +1,9 @@
 import Foundation
 
 /// How a paged list fetches: its loader, its retries, and the clock they run on.
+@usableFromInline
 struct _PagedFetcher<T: Sendable, Cursor: Codable & Sendable>: Sendable {
-  let clock: any ResourceClock
+  @usableFromInline let clock: any ResourceClock
   let retry: RetryPolicy
   let load: @Sendable (PageRequest<Cursor>) async throws -> Page<T, Cursor>
 }
@@ -13,22 +14,25 @@ struct _PagedFetcher<T: Sendable, Cursor: Codable & Sendable>: Sendable {
 /// Every transition of `_PagedMachine` runs under `lock`, and what it returns is done after
 /// the lock is released (`perform`): the loader, the clock, the map and every callback run
 /// outside it. The lock is a leaf: nothing is called while holding it.
+@usableFromInline
 final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: _ResourceEntry,
   @unchecked Sendable
 {
   // NB: @unchecked because `machine` and `links` are only touched while holding `lock`.
 
   let key: ResourceKey<[T]>
-  let fetcher: _PagedFetcher<T, Cursor>
+  @usableFromInline let fetcher: _PagedFetcher<T, Cursor>
   /// The list's pages in the map.
   let list: _PagedList<T, Cursor>
-  private let lock = Lock()
-  private var machine: _PagedMachine<T>
+  @usableFromInline let lock = Lock()
+  // NB: exclusivity checks off, as on the core's parts: `lock` already makes every access
+  // exclusive, and a check was a good share of reading `state`.
+  @exclusivity(unchecked) @usableFromInline var machine: _PagedMachine<T>
   private var links = _PagedLinks()
   /// Guards the observers' delivery state (see `_Subscriber`); never held while calling out.
   let deliveryLock = Lock()
   /// Whether the state depends on the time; see `_PagedMachine.needsClock`.
-  private let needsClock: Bool
+  @usableFromInline let needsClock: Bool
   /// The registry that lists the list, to be taken out of it when let go. NB: weak: the
   /// registry holds the list while it is live, and lives as long as its map.
   private weak var registry: _ResourceRegistry?
@@ -54,10 +58,15 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
   /// Starts following the list's pages, and reads them. Called once, right after `init`,
   /// before anyone else sees the list.
   func open() {
-    follow(list.snapshot().pages.map(\.serial))
+    // NB: subscribed before the read, so that no change falls in between.
+    let subscriptions = list.pages().map { ($0.serial, follow($0)) }
     let snapshot = list.snapshot()
     let now = self.now
-    perform(lock.withLock { machine.offer(snapshot, at: now) })
+    perform(
+      lock.withLock {
+        for (serial, subscription) in subscriptions { links.pages[serial] = subscription }
+        return machine.offer(snapshot, at: now)
+      })
   }
 
   var name: String { key.name }
@@ -69,7 +78,8 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
   }
 
   /// The time, when the state depends on it; see `_PagedMachine.needsClock`.
-  private var now: Date? {
+  @inlinable
+  var now: Date? {
     needsClock ? fetcher.clock.now : nil
   }
 
@@ -88,9 +98,21 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
   }
 
   /// The state now.
+  @inlinable
   var state: PagedState<T> {
     let now = self.now
-    return lock.withLock { machine.state(at: now) }
+    // NB: the fields read under the lock, the state made after it: made under it, and handed
+    // out of it, the state was copied, each of its references retained once more.
+    lock.lock()
+    let items = machine.answer.items
+    let hasOlder = machine.answer.hasAnswer && machine.answer.hasOlder
+    let isStale = machine.isStale(at: now)
+    let (isLoading, isLoadingOlder) = (machine.fetches.head != nil, machine.fetches.tail != nil)
+    let details = machine.details
+    lock.unlock()
+    return PagedState(
+      items: items, hasOlder: hasOlder, isStale: isStale, isLoading: isLoading,
+      isLoadingOlder: isLoadingOlder, details: details)
   }
 
   // MARK: Demands
@@ -183,29 +205,11 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
 
   // MARK: The map's changes
 
-  /// Follows the pages `serials` of the list that it does not follow yet: a change of one
-  /// of their entities tells it (`listChanged()`). Subscribed before the list is read, so
-  /// that no change falls in between.
-  private func follow(_ serials: [UInt64]) {
-    guard !serials.isEmpty else { return }
-    let wanted = Set(serials)
-    let pages = list.pages(wanted)
+  /// A subscription to `page`'s slot: a change of its entities tells the list.
+  private func follow(_ page: _PageSlot<T>) -> Subscription {
+    let serial = page.serial
     // NB: weak: the list holds the subscriptions (`links`), which would otherwise hold it.
-    let made = pages.map { page in
-      (page.serial, page.slot.observe { [weak self] _ in self?.listChanged() })
-    }
-    let extra = lock.withLock { () -> [Subscription] in
-      var extra: [Subscription] = []
-      for (serial, subscription) in made {
-        if links.isClosed || links.pages[serial] != nil {
-          extra.append(subscription)
-        } else {
-          links.pages[serial] = subscription
-        }
-      }
-      return extra
-    }
-    for subscription in extra { subscription.cancel() }
+    return page.slot.observe { [weak self] items in self?.pageChanged(serial, items) }
   }
 
   /// Stops following the pages `serials`.
@@ -215,22 +219,29 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
     for subscription in dropped { subscription.cancel() }
   }
 
-  /// The map changed the list: it is read again, with the map's version, and offered. A page
-  /// that lost entities has its record saved again (a persisted type).
-  private func listChanged() {
+  /// The map changed the page `serial` to `items`: unless the list has that already (the
+  /// page's own landing, say), it is read again whole, with the version of the read, and
+  /// offered. A page that lost entities has its record saved again (a persisted type).
+  ///
+  /// NB: read whole, so that a write that changed several pages tells the observers once.
+  private func pageChanged(_ serial: UInt64, _ items: [T]?) {
+    let known = lock.withLock { () -> Bool in
+      guard let items, let held = machine.answer.items(ofPage: serial) else { return false }
+      return _identical(held, items)
+    }
+    guard !known else { return }
     let snapshot = list.snapshot()
     let now = self.now
     let (effects, shrunk) = lock.withLock { () -> (_PagedEffects<T>, Set<UInt64>) in
-      let before = Dictionary(
-        machine.answer.pages.map { ($0.serial, $0.items.count) }, uniquingKeysWith: { $1 })
-      let effects = machine.offer(snapshot, at: now)
       var shrunk = Set<UInt64>()
       for page in snapshot.pages {
-        if let count = before[page.serial], let items = page.items, items.count < count {
+        if let held = machine.answer.items(ofPage: page.serial), let items = page.items,
+          items.count < held.count
+        {
           shrunk.insert(page.serial)
         }
       }
-      return (effects, shrunk)
+      return (machine.offer(snapshot, at: now), shrunk)
     }
     perform(effects)
     if !shrunk.isEmpty { list.saveShrunkPages(shrunk, now: fetcher.clock.now) }
@@ -321,23 +332,36 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
     perform(lock.withLock { machine.fail(id, error, at: now) })
   }
 
-  /// Stores the page the fetch `id` got, in one write of the map, follows the pages it added
-  /// and lets go of those it dropped, then tells everyone.
+  /// Stores the page the fetch `id` got, in one write of the map, which follows the page it
+  /// added and hands the machine its change; lets go of the pages it dropped; then tells
+  /// everyone.
   private func land(
     _ id: UInt64, _ fetched: (page: Page<T, Cursor>, kind: _PageKind, generation: UInt64)?
   ) {
     guard lock.withLock({ machine.beginLanding(id) }) else { return }
+    var released: [[T]] = []
     if let fetched {
       let landing = list.land(
         fetched.page, as: fetched.kind, generation: fetched.generation,
-        fetchedAt: fetcher.clock.now)
-      follow(landing.added.map(\.serial))
+        fetchedAt: fetcher.clock.now, follow: follow
+      ) { change in
+        // NB: the machine's lock is a leaf, taken here under the map's: the change reaches
+        // the machine in the order the map made it.
+        released = lock.withLock { machine.apply(change) }
+      }
+      let extra = lock.withLock { () -> Subscription? in
+        guard let added = landing.added else { return nil }
+        guard !links.isClosed else { return added.subscription }
+        links.pages[added.serial] = added.subscription
+        return nil
+      }
+      extra?.cancel()
       unfollow(landing.dropped.map(\.serial))
       withExtendedLifetime(landing) {}
     }
-    let snapshot = list.snapshot()
     let now = self.now
-    perform(lock.withLock { machine.land(id, snapshot, at: now) })
+    perform(lock.withLock { machine.land(id, at: now) })
+    withExtendedLifetime(released) {}
   }
 
   // MARK: Letting go

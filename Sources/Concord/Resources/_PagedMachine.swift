@@ -8,10 +8,11 @@ import Foundation
 // The rules it keeps, besides those of resources (one fetch per end: a demand joins the one
 // in flight; a fetch is cancelled only when every caller that waited for it was cancelled and
 // nobody observes the list; failures keep the list; observers hear each change once):
-// - The list is what the map has: `offer` takes each snapshot of the list's pages with the
-//   map's version at the read, and keeps the newest. `items` is the pages' entities,
-//   concatenated, kept up to date page by page: a page whose slot did not change is not
-//   copied again, and a page added at the end is appended (`_PagedAnswer.take(_:)`).
+// - The list is what the map has. A landing hands its change over from within its write
+//   (`apply`), so the machine's pages change in the order the map's did; a change of the
+//   pages' entities is read whole (`offer`, a `_PagedSnapshot`), and kept if it is newer.
+//   `items` is the pages' entities, concatenated, kept up to date page by page: a page
+//   appended is appended, a page whose slot did not change is not copied again.
 // - `loadOlder()` is a no-op without an answer or once `hasOlder` is false; it joins an older
 //   page in flight. The age of the list is its head's: an older page does not make it fresh.
 
@@ -24,19 +25,58 @@ enum _PagedEnd: Sendable {
 }
 
 /// The list a paged list holds, as last read from the map, and what it knows about it.
+@usableFromInline
 struct _PagedAnswer<T: Sendable> {
   /// The pages' entities, concatenated: the list's items.
-  var items: [T] = []
-  /// Each page's serial, and its slot's value at the last read.
+  @usableFromInline var items: [T] = []
+  /// Each page's serial, and its slot's value at the last read, in order.
   var pages: [(serial: UInt64, items: [T])] = []
+  /// Where each page is in `pages`.
+  var positions: [UInt64: Int] = [:]
   /// Whether a first page landed, and the slots are not emptied.
-  var hasAnswer = false
-  var hasOlder = false
-  var fetchedAt: Date?
-  /// When the list was read: a read at a higher version is newer.
+  @usableFromInline var hasAnswer = false
+  @usableFromInline var hasOlder = false
+  @usableFromInline var fetchedAt: Date?
+  /// When the list was read.
   var version = _PagedVersion()
   /// Whether `invalidate()` was called since the head was fetched.
-  var invalidated = false
+  @usableFromInline var invalidated = false
+
+  /// The value of the page `serial` at the last read, if the list has it.
+  func items(ofPage serial: UInt64) -> [T]? {
+    positions[serial].map { pages[$0].items }
+  }
+
+  /// Takes the change a landing made, in the landing's write.
+  ///
+  /// - Complexity: O(the page's entities) for a page appended; O(the list) for a page on top
+  ///   or a list replaced.
+  mutating func apply(_ change: _PagedChange<T>) -> [[T]] {
+    version = change.version
+    hasAnswer = change.hasAnswer
+    hasOlder = change.hasOlder
+    fetchedAt = change.fetchedAt
+    switch change.shape {
+    case .unchanged:
+      return []
+    case .appended(let serial, let added):
+      positions[serial] = pages.count
+      pages.append((serial, added))
+      items.append(contentsOf: added)
+      return []
+    case .prepended(let serial, let added):
+      pages.insert((serial, added), at: 0)
+      items.insert(contentsOf: added, at: 0)
+      reindex()
+      return []
+    case .replaced(let replacing):
+      let released = pages.map(\.items) + [items]
+      pages = replacing
+      items = replacing.flatMap(\.items)
+      reindex()
+      return released
+    }
+  }
 
   /// Takes `snapshot`, if it is newer than the list held: each page whose slot changed is
   /// copied into `items` in its place, pages past the ones kept are appended. Returns whether
@@ -44,9 +84,9 @@ struct _PagedAnswer<T: Sendable> {
   /// entities' deinits are user code).
   ///
   /// - Complexity: O(pages + the entities of the pages that changed), plus those of the pages
-  ///   after the first one added or dropped in front of others (a refresh's page on top).
+  ///   after the first one added or dropped in front of others.
   mutating func take(_ snapshot: _PagedSnapshot<T>) -> (taken: Bool, released: [[T]]) {
-    guard snapshot.version > version else { return (false, []) }
+    guard snapshot.version.isNewer(than: version) else { return (false, []) }
     version = snapshot.version
     fetchedAt = snapshot.fetchedAt
     hasOlder = snapshot.hasOlder
@@ -57,6 +97,7 @@ struct _PagedAnswer<T: Sendable> {
       released = pages.map(\.items) + [items]
       pages = []
       items = []
+      positions = [:]
       return (true, released)
     }
     var index = 0
@@ -83,15 +124,23 @@ struct _PagedAnswer<T: Sendable> {
         items.append(contentsOf: fresh)
         pages.append((page.serial, fresh))
       }
+      reindex()
     }
     return (true, released)
+  }
+
+  /// Lists where each page is again.
+  private mutating func reindex() {
+    positions = Dictionary(
+      uniqueKeysWithValues: pages.enumerated().lazy.map { ($1.serial, $0) })
   }
 }
 
 /// The fetches of a paged list in flight: one per end at most.
+@usableFromInline
 struct _PagedFetches<T: Sendable> {
-  var head: _ResourceFetch<[T]>?
-  var tail: _ResourceFetch<[T]>?
+  @usableFromInline var head: _ResourceFetch<[T]>?
+  @usableFromInline var tail: _ResourceFetch<[T]>?
 
   subscript(end: _PagedEnd) -> _ResourceFetch<[T]>? {
     get { end == .head ? head : tail }
@@ -136,11 +185,19 @@ struct _PagedEffects<T: Sendable> {
 }
 
 /// A paged list's state; see the top of this file.
+@usableFromInline
 struct _PagedMachine<T: Sendable> {
   let settings: _ResourceSettings
-  var answer = _PagedAnswer<T>()
-  var fetches = _PagedFetches<T>()
-  var error: (any Error)?
+  /// `settings.staleAfter`, in seconds.
+  @usableFromInline let staleAfter: Double
+  @usableFromInline var answer = _PagedAnswer<T>()
+  @usableFromInline var fetches = _PagedFetches<T>()
+  /// The last fetch's error.
+  var error: (any Error)? {
+    didSet { details = _PagedDetails(fetchedAt: answer.fetchedAt, error: error) }
+  }
+  /// The list's `fetchedAt` and `error`, boxed for its states; see `PagedState`.
+  @usableFromInline var details: _PagedDetails?
   var audience = _ResourceAudience<PagedState<T>>()
   var timers = _ResourceTimers()
   /// The version of the newest state handed to observers.
@@ -150,6 +207,7 @@ struct _PagedMachine<T: Sendable> {
 
   init(settings: _ResourceSettings) {
     self.settings = settings
+    staleAfter = settings.staleAfter._seconds
   }
 
   /// A new id.
@@ -162,22 +220,27 @@ struct _PagedMachine<T: Sendable> {
 
   /// Whether the list is stale at `now`: none, its head as old as `staleAfter` or older, or
   /// invalidated. `now` is only read when the age matters (`needsClock`).
-  func isStale(at now: Date?) -> Bool {
+  // NB: the reads are mutating, as the core's parts' are: a non-mutating one, called on the
+  // machine the core keeps, copies it first, retaining every array in it. And inlinable, so
+  // that reading the state is specialized for `T` where it is read.
+  @inlinable
+  mutating func isStale(at now: Date?) -> Bool {
     guard answer.hasAnswer, let fetchedAt = answer.fetchedAt, !answer.invalidated,
-      settings.staleAfter != .zero, let now
+      staleAfter > 0, let now
     else { return true }
-    return now.timeIntervalSince(fetchedAt) >= settings.staleAfter._seconds
+    return now.timeIntervalSince(fetchedAt) >= staleAfter
   }
 
   /// Whether the state depends on the time: the list is fresh unless it is old enough.
-  var needsClock: Bool { settings.staleAfter != .zero }
+  var needsClock: Bool { staleAfter > 0 }
 
   /// The state at `now`.
-  func state(at now: Date?) -> PagedState<T> {
+  @inlinable
+  mutating func state(at now: Date?) -> PagedState<T> {
     PagedState(
       items: answer.items, hasOlder: answer.hasAnswer && answer.hasOlder,
-      fetchedAt: answer.fetchedAt, isStale: isStale(at: now), isLoading: fetches.head != nil,
-      isLoadingOlder: fetches.tail != nil, error: error)
+      isStale: isStale(at: now), isLoading: fetches.head != nil,
+      isLoadingOlder: fetches.tail != nil, details: details)
   }
 
   /// What a demand gets from the list as it is.
@@ -190,7 +253,7 @@ struct _PagedMachine<T: Sendable> {
   }
 
   /// What `demand` gets from the list as it is, before any fetch.
-  func decide(_ demand: _PagedDemand, at now: Date?) -> _Verdict {
+  mutating func decide(_ demand: _PagedDemand, at now: Date?) -> _Verdict {
     switch demand {
     case .refresh:
       return .fetch(.head)
@@ -315,14 +378,10 @@ struct _PagedMachine<T: Sendable> {
     return true
   }
 
-  /// The fetch `id` wrote its page (or had none to ask for), and the map then showed the list
-  /// as `snapshot`.
-  mutating func land(_ id: UInt64, _ snapshot: _PagedSnapshot<T>, at now: Date?)
-    -> _PagedEffects<T>
-  {
+  /// The fetch `id` wrote its page (its change already applied), or had none to ask for.
+  mutating func land(_ id: UInt64, at now: Date?) -> _PagedEffects<T> {
     var effects = _PagedEffects<T>()
     guard let end = fetches.end(of: id), let fetch = fetches[end] else { return effects }
-    effects.released = answer.take(snapshot).released
     if end == .head { answer.invalidated = fetch.invalidated }
     finish(end, error: nil, at: now, &effects)
     return effects
@@ -352,6 +411,19 @@ struct _PagedMachine<T: Sendable> {
 
   // MARK: The list
 
+  /// A landing changed the list: see `_PagedAnswer.apply(_:)`. Returns what the list let go
+  /// of, to be released once no lock is held.
+  mutating func apply(_ change: _PagedChange<T>) -> [[T]] {
+    defer { noteFetchedAt() }
+    return answer.apply(change)
+  }
+
+  /// Boxes the list's `fetchedAt` again for its states, if it changed.
+  private mutating func noteFetchedAt() {
+    guard details?.fetchedAt != answer.fetchedAt else { return }
+    details = _PagedDetails(fetchedAt: answer.fetchedAt, error: error)
+  }
+
   /// The map changed the list (an entity in it written or removed by anyone), and showed it
   /// as `snapshot`. While a fetch lands, its own notification tells the observers.
   mutating func offer(_ snapshot: _PagedSnapshot<T>, at now: Date?) -> _PagedEffects<T> {
@@ -359,6 +431,7 @@ struct _PagedMachine<T: Sendable> {
     let (taken, released) = answer.take(snapshot)
     effects.released = released
     guard taken else { return effects }
+    noteFetchedAt()
     if !fetches.isLanding { notify(at: now, &effects) }
     settle(at: now, &effects)
     return effects

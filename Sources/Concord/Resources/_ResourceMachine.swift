@@ -47,6 +47,7 @@ struct _ResourceWaiter<Value: Sendable> {
 }
 
 /// The fetch in flight.
+@usableFromInline
 struct _ResourceFetch<Value: Sendable> {
   let id: UInt64
   var waiters: [_ResourceWaiter<Value>] = []
