@@ -356,6 +356,21 @@ struct PagedListTests {
     #expect(list.state.isStale, "invalidated")
   }
 
+  @Test("An observed list is told when it turns stale with time")
+  func observedTurnsStale() async throws {
+    let map = IdentityMap(clock: clock)
+    let pager = ScriptedPager<Counter, Int>()
+    let list = try await loaded(map, pager, [2], older: 2, staleAfter: .seconds(60))
+    let recorder = PagedStateRecorder(list)
+    await clock.waitForSleepers(1)
+    clock.advance(by: .seconds(59))
+    #expect(recorder.states.isEmpty)
+    clock.advance(by: .seconds(1))
+    let stale = await recorder.first { $0.isStale }
+    #expect(stale.items.map(\.id) == [2] && recorder.states.count == 1)
+    recorder.cancel()
+  }
+
   @Test("An older page does not make the list fresh: its age is its head's")
   func olderKeepsAge() async throws {
     let map = IdentityMap(clock: clock)
