@@ -40,6 +40,15 @@ let package = Package(
     ),
     .target(name: "CBenchmarkSupport", path: "Benchmarks/CBenchmarkSupport"),
     .executableTarget(name: "ConcordDemo", dependencies: ["Concord", "ConcordSQLite"]),
+    // The second process of the sharing tests: a store on a shared file, driven line by line.
+    .executableTarget(
+      name: "ConcordSharingHelper",
+      dependencies: [
+        "Concord", "ConcordSQLite",
+        .target(name: "CSQLite", condition: .when(platforms: [.linux, .android, .windows])),
+      ],
+      path: "Tests/ConcordSharingHelper"
+    ),
     // Helpers the test targets share: a seeded generator and a locked box.
     .target(name: "TestSupport", path: "Tests/TestSupport"),
     .testTarget(

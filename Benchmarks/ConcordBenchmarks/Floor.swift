@@ -53,14 +53,31 @@ final class AggregateFloor: @unchecked Sendable {
   private var posts: [Int: Post] = [:]
   private var people: [Int: Person] = [:]
   private var titles: [Int: Title] = [:]
+  /// The posts that nest each person and each title, as lists threaded through `links` from
+  /// the newest link of each: what a later write of a person or a title needs to find the
+  /// posts to bring up to date, as the map's parent links do. No allocation per entity.
+  private var newestLinkOfPerson: [Int: Int32] = [:]
+  private var newestLinkOfTitle: [Int: Int32] = [:]
+  private var links: [(post: Int, next: Int32)] = []
 
   @inline(__always)
   func store(_ post: Post) {
     lock.lock()
     people[post.author.id] = post.author
-    for title in post.books { titles[title.id] = title }
+    link(post.id, into: &newestLinkOfPerson, from: post.author.id)
+    for title in post.books {
+      titles[title.id] = title
+      link(post.id, into: &newestLinkOfTitle, from: title.id)
+    }
     posts[post.id] = post
     lock.unlock()
+  }
+
+  /// Links `post` to the entity `child`, as its newest parent (a post stored again over an
+  /// older one is linked again: the floor does not look for it).
+  @inline(__always)
+  private func link(_ post: Int, into newest: inout [Int: Int32], from child: Int) {
+    links.append((post, newest.updateValue(Int32(links.count), forKey: child) ?? -1))
   }
 }
 

@@ -19,6 +19,7 @@ struct Workloads {
     "optimistic.apply+rollback", "optimistic.shadowed.write", "persist.write", "persist.page",
     "persist.find.cold", "remove.tombstoned", "query.open.persisted", "read.during.load",
     "persist.save", "persist.restore", "resource.load.fresh", "resource.join", "resource.answer",
+    "shared.propagate", "shared.write",
     "paged.loadOlder", "paged.items",
   ]
 
@@ -56,6 +57,8 @@ struct Workloads {
     case "resource.load.fresh": resourceLoadFresh()
     case "resource.join": resourceJoin()
     case "resource.answer": resourceAnswer()
+    case "shared.propagate": sharedPropagate()
+    case "shared.write": sharedWrite()
     case "paged.loadOlder": pagedLoadOlder()
     case "paged.items": pagedItems()
     default: fatalError("unknown workload \(name)")

@@ -22,6 +22,11 @@ func fail(_ message: String) -> Never {
   exit(2)
 }
 
+// NB: the second process of `shared.propagate` (see `SharingWorkloads.swift`).
+if CommandLine.arguments.count == 3 && CommandLine.arguments[1] == "--shared-writer" {
+  runSharedWriter(path: CommandLine.arguments[2])
+}
+
 var quick = false
 var filters: [String] = []
 var n: Int?

@@ -13,6 +13,9 @@ struct Demo {
   var closeBookScreenBeforeLine: Int? = 4
   /// The SQLite file of `--db`: the client starts from what it holds, and keeps what it saw.
   var database: String?
+  /// Whether a widget, in a process of its own, shows the book being read from the app's file
+  /// (a temporary one without `--db`).
+  var widget = true
 
   /// What a run did, for the summary and for tests.
   struct Outcome: Equatable {
@@ -30,12 +33,25 @@ struct Demo {
     var user: User?
     /// The feed page the database held when the run started, if any.
     var cachedFeed: FeedPage?
+    /// What the widget drew, in order.
+    var widget: [String] = []
   }
 
   /// Plays the story and returns what happened.
   @discardableResult
   func run() async throws -> Outcome {
-    let client = try ReadingClient(console: console, quiet: false, database: database)
+    // NB: the widget reads the app's file: without `--db`, a temporary one, which says nothing
+    // of a previous launch.
+    let temporary =
+      database == nil && widget && WidgetProcess.executable != nil
+      ? NSTemporaryDirectory() + "concord-demo-\(UUID().uuidString).sqlite" : nil
+    defer {
+      for suffix in ["", "-wal", "-shm", "-concord"] {
+        if let temporary { try? FileManager.default.removeItem(atPath: temporary + suffix) }
+      }
+    }
+    let client = try ReadingClient(
+      console: console, quiet: false, database: database ?? temporary)
     let map = client.map
     var outcome = Outcome()
     let feedResource = client.feed
@@ -77,6 +93,24 @@ struct Demo {
     try await client.signIn()
     console.say("map", "\(map.count) entities live")
 
+    // The widget, in another process: the book being read, from the app's file.
+    client.startReading("earthsea")
+    var widgetProcess: WidgetProcess?
+    if widget, let path = database ?? temporary {
+      try map.flush()
+      widgetProcess = WidgetProcess(database: path)
+    }
+    /// Brings what the app committed to the file, and shows what the widget drew.
+    func showWidget() throws {
+      guard let widgetProcess else { return }
+      try map.flush()
+      for draw in widgetProcess.sync() {
+        console.say("widget", draw)
+        outcome.widget.append(draw)
+      }
+    }
+    try showWidget()
+
     for (line, result) in Event.parse(lines: events) {
       if let closing = closeBookScreenBeforeLine, line >= closing, bookScreen != nil {
         console.write("close the book screen")
@@ -90,6 +124,7 @@ struct Demo {
         console.write("\(source) line \(line): \(event.summary)")
         client.apply(event)
         outcome.applied += 1
+        try showWidget()
       case .failure(let error):
         console.write("\(source) \(error) (skipped)")
         outcome.badLines.append(error)
@@ -98,6 +133,9 @@ struct Demo {
 
     outcome.refused = client.log.refused.value
     outcome.live = map.count
+    // NB: what the summary reads is not part of the story: a query of a persisted type loads
+    // the books the file has, and releases them, which would be logged.
+    client.log.muted.increment()
     outcome.feedDraws = feed.draws.value
     outcome.authorDraws = author.draws.value
     outcome.headerDraws = header.draws.value
@@ -112,11 +150,11 @@ struct Demo {
         + "redraws: feed \(outcome.feedDraws), author \(outcome.authorDraws), "
         + "shelf \(outcome.shelfDraws), header \(outcome.headerDraws)"
     )
+    widgetProcess?.close()
     if database != nil {
       try map.flush()
       console.say("cache", "saved for the next launch")
     }
-    client.log.muted.increment()
     return outcome
   }
 }

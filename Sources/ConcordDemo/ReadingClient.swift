@@ -20,7 +20,8 @@ final class ReadingClient: Sendable {
       map = IdentityMap(logger: log)
       return
     }
-    map = IdentityMap(logger: log, persistence: try SQLiteStore(path: database))
+    // NB: shared: the widget (see `Widget.swift`) reads the file from a process of its own.
+    map = IdentityMap(logger: log, persistence: try SQLiteStore(path: database, sharing: .shared))
     map.persist(Author.self)
     map.persist(Book.self)
     map.persist(FeedPage.self)
@@ -54,6 +55,13 @@ final class ReadingClient: Sendable {
   func book(_ id: String) async throws -> EntityObserver<Book> {
     map.store(
       try ScriptedServer.decode(Book.self, from: try await network.get("/books/\(id)")).payload)
+  }
+
+  /// Marks the book `id` as the one the reader has open (the `currentBook` alias), which the
+  /// widget shows.
+  func startReading(_ id: String) {
+    guard let book = map.find(Book.self, id: id) else { return }
+    map.store(book.value, named: .currentBook)
   }
 
   /// Stores the signed-in user in the `currentUser` alias.

@@ -4,7 +4,7 @@
 import Foundation
 
 let usage = """
-  usage: ConcordDemo [--db PATH] [--replay FILE] [--events N] [--seed S]
+  usage: ConcordDemo [--db PATH] [--replay FILE] [--events N] [--seed S] [--no-widget]
 
     (no option)     play the scripted story: REST pages, then websocket events
     --db PATH       keep the client's map in the SQLite file PATH: a second run starts by
@@ -13,6 +13,9 @@ let usage = """
                     (one event per line; see Examples/events.jsonl and the README)
     --events N      decode and apply N generated events, then print the throughput
     --seed S        the seed of the generated events (default 42)
+    --no-widget     no widget: the second process that shows the book being read, from the
+                    app's SQLite file (a temporary one without --db)
+    --widget PATH   run as that widget, on the file PATH (the demo starts it)
   """
 
 func fail(_ message: String) -> Never {
@@ -24,6 +27,7 @@ var replay: String?
 var database: String?
 var events: Int?
 var seed: UInt64 = 42
+var widget = true
 var arguments = CommandLine.arguments.dropFirst()[...]
 while let argument = arguments.popFirst() {
   func value() -> String {
@@ -39,6 +43,8 @@ while let argument = arguments.popFirst() {
   case "--seed":
     guard let parsed = UInt64(value()) else { fail("--seed needs a non-negative integer") }
     seed = parsed
+  case "--no-widget": widget = false
+  case "--widget": Widget.run(database: value())
   case "--help", "-h":
     print(usage)
     exit(0)
@@ -55,6 +61,7 @@ do {
     }
     var demo = Demo(console: .standardOutput)
     demo.database = database
+    demo.widget = widget
     demo.events = text
     demo.source = (replay as NSString).lastPathComponent
     demo.closeBookScreenBeforeLine = nil
@@ -63,6 +70,7 @@ do {
     print("Concord demo: a reading app's client and a scripted server\n")
     var demo = Demo(console: .standardOutput)
     demo.database = database
+    demo.widget = widget
     try await demo.run()
   }
 } catch {

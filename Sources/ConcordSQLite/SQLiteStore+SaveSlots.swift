@@ -89,22 +89,31 @@ extension SQLiteStore {
   /// `IdentityMap.restore(from:)` calls it, and then makes memory agree; call that one from
   /// an app, since a map over this store would otherwise keep showing what it had in memory.
   ///
+  /// Shared (``Sharing/shared``), the other processes' maps reload what they hold from the
+  /// restored file at their next sync.
+  ///
   /// - Throws: ``Error`` when `path` is not a snapshot this store can read, changing nothing:
   ///   ``Error/Kind/missingFile``, ``Error/Kind/notADatabase``, ``Error/Kind/notConcord``,
   ///   ``Error/Kind/damaged``, ``Error/Kind/newerSchema``, or ``Error/Kind/sameFile`` for the
-  ///   store's own file; ``Error/Kind/sqlite`` when SQLite fails to copy it.
+  ///   store's own file; ``Error/Kind/sqlite`` when SQLite fails to copy it;
+  ///   ``Error/Kind/readOnly`` for a read-only store.
   /// - Complexity: O(size of the snapshot).
   public func restore(from path: String) throws {
+    if let writeRefusal { throw writeRefusal }
     try Self.refuseSameFile(path, self.path, "the snapshot", "the store's own file")
     let source = try _Snapshot.open(path, role: "the snapshot")
     try writer.withLock {
-      guard let backup = sqlite3_backup_init(writer.handle, "main", source.handle, "main") else {
-        throw writer.error(sqlite3_errcode(writer.handle))
+      try writer.retryingBusy {
+        guard let backup = sqlite3_backup_init(writer.handle, "main", source.handle, "main")
+        else { throw writer.error(sqlite3_errcode(writer.handle)) }
+        // NB: all the pages in one step, which is one transaction of the destination.
+        let status = sqlite3_backup_step(backup, -1)
+        sqlite3_backup_finish(backup)
+        guard status == SQLITE_DONE else { throw writer.error(status) }
       }
-      // NB: all the pages in one step, which is one transaction of the destination.
-      let status = sqlite3_backup_step(backup, -1)
-      sqlite3_backup_finish(backup)
-      guard status == SQLITE_DONE else { throw writer.error(status) }
+      // NB: shared, the log of the file before is gone with it: a new epoch has the other
+      // processes reload what they hold (see `SQLiteStore+Sharing.swift`).
+      if let log { try log.restart(writer) }
     }
   }
 

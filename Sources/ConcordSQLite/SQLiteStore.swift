@@ -29,11 +29,17 @@ import Concord
 /// Entities are kept as JSON (`JSONEncoder`, keys sorted), one row per entity keyed by its kind
 /// and its encoded id, with the stamp beside it. An aggregate's row holds its whole value,
 /// nested entities included. The schema's version is in `PRAGMA user_version`.
+///
+/// A store opened with ``init(path:sharing:)`` and ``Sharing/shared`` or ``Sharing/readOnly``
+/// shares its file with other processes (an app and its extensions): see "Sharing the store
+/// with extensions" in Persistence and Offline.
 public final class SQLiteStore: PersistentStore, @unchecked Sendable {
-  // NB: @unchecked because each connection and its statements are only used under its lock.
+  // NB: @unchecked because each connection and its statements are only used under its lock,
+  // and the change log's state under its own.
 
-  /// The schema version this library writes and reads.
-  public static let schemaVersion: Int32 = 1
+  /// The schema version this library writes and reads: 2 since 0.4.0, which added the change
+  /// log that processes sharing a file read (version 1 files are upgraded when opened).
+  public static let schemaVersion: Int32 = 2
 
   /// Why a store could not be opened or used.
   public struct Error: Swift.Error, Hashable, Sendable, CustomStringConvertible {
@@ -66,6 +72,16 @@ public final class SQLiteStore: PersistentStore, @unchecked Sendable {
       /// Two paths that must differ name one file: a seed and the database it seeds, or a
       /// snapshot and the store's own file.
       public static let sameFile = Kind("sameFile")
+      /// The store was opened ``Sharing/readOnly``: it never writes its file. Thrown by the
+      /// first `IdentityMap.flush()` after a write of a persisted type, which stayed in memory
+      /// only.
+      public static let readOnly = Kind("readOnly")
+      /// Another process (or another store of this process) holds the file in a mode this one
+      /// cannot join: ``Sharing/exclusive`` against ``Sharing/shared`` or ``Sharing/readOnly``.
+      public static let lockedByAnotherProcess = Kind("lockedByAnotherProcess")
+      /// A process sharing the file runs an older version of this library, whose change log
+      /// this one cannot share: update every process that opens the file.
+      public static let sharedWithOlderVersion = Kind("sharedWithOlderVersion")
 
       /// The kind's name, such as `cannotOpen`.
       public var description: String { name }
@@ -84,9 +100,16 @@ public final class SQLiteStore: PersistentStore, @unchecked Sendable {
 
   /// Where the database is.
   public let path: String
+  /// How the store shares its file with other processes.
+  public let sharing: Sharing
+  /// The connection that writes; for a ``Sharing/readOnly`` store, the reading one.
   let writer: _Connection
   /// The connection that reads, and that snapshots copy from.
   let reader: _Connection
+  /// The store's claim on the file beside the database (see `_SharingFile.swift`).
+  let claim: _SharingClaim
+  /// What a sharing store knows of the change log; `nil` for an exclusive one.
+  let log: _ChangeLog?
   /// Shared by every call: configured once, then only read. NB: made once, because making an
   /// encoder for each change was a good part of the writer's time.
   private let encoder: JSONEncoder = {
@@ -96,21 +119,51 @@ public final class SQLiteStore: PersistentStore, @unchecked Sendable {
   }()
   private let decoder = JSONDecoder()
 
-  /// Opens the database at `path`, creating it (and its schema) if there is none.
+  /// Opens the database at `path` for this process alone (``Sharing/exclusive``), creating it
+  /// (and its schema) if there is none.
   ///
   /// - Throws: ``Error`` with kind ``Error/Kind/cannotOpen`` when the path cannot be opened or
-  ///   created, ``Error/Kind/notADatabase`` when the file is not an SQLite database, and
-  ///   ``Error/Kind/newerSchema`` when a newer version of this library wrote it.
-  public init(path: String) throws {
-    self.path = path
-    writer = try _Connection(path: path, create: true)
-    try Self.prepareSchema(writer, path: path)
-    reader = try _Connection(path: path, create: false)
-    try reader.execute("PRAGMA query_only = ON")
+  ///   created, ``Error/Kind/notADatabase`` when the file is not an SQLite database,
+  ///   ``Error/Kind/newerSchema`` when a newer version of this library wrote it, and
+  ///   ``Error/Kind/lockedByAnotherProcess`` when another process shares it.
+  public convenience init(path: String) throws {
+    try self.init(opening: path, sharing: .exclusive)
   }
 
-  /// Checks the file, and creates or checks the schema.
-  private static func prepareSchema(_ connection: _Connection, path: String) throws {
+  /// Opens the database at `path` as `sharing` says; see ``init(path:sharing:)``.
+  init(opening path: String, sharing: Sharing) throws {
+    self.path = path
+    self.sharing = sharing
+    if sharing == .readOnly {
+      // NB: checked before anything is made beside it: a read-only open creates nothing.
+      guard Self.fileExists(path) else {
+        throw Error(
+          kind: .missingFile, code: nil,
+          message: "\(path) does not exist; a read-only store opens a database another process made"
+        )
+      }
+    }
+    claim = try _SharingClaim.claim(
+      path, mode: sharing == .exclusive ? .exclusive : .sharing, position: 0,
+      version: Int64(Self.schemaVersion))
+    if sharing == .readOnly {
+      reader = try _Connection(path: path, readOnlyWAL: ())
+      writer = reader
+      try Self.checkReadOnly(reader, path: path)
+    } else {
+      writer = try _Connection(path: path, create: true)
+      try Self.prepareSchema(writer, path: path, sharing: sharing)
+      reader = try _Connection(path: path, create: false)
+      try reader.execute("PRAGMA query_only = ON")
+    }
+    log = sharing == .exclusive ? nil : try _ChangeLog(reader: reader, claim: claim, path: path)
+  }
+
+  /// Checks the file, and creates or checks the schema; then, for `sharing`, installs or
+  /// removes what logs the changes (see `SQLiteStore+Sharing.swift`).
+  private static func prepareSchema(_ connection: _Connection, path: String, sharing: Sharing)
+    throws
+  {
     let version: Int32
     do {
       version = try connection.userVersion()
@@ -128,22 +181,25 @@ public final class SQLiteStore: PersistentStore, @unchecked Sendable {
     }
     try connection.execute("PRAGMA journal_mode = WAL")
     try connection.execute("PRAGMA synchronous = NORMAL")
-    guard version < schemaVersion else { return }
-    try connection.transaction {
-      try connection.execute(
-        """
-        CREATE TABLE IF NOT EXISTS entities (
-          kind TEXT NOT NULL, key BLOB NOT NULL, payload BLOB NOT NULL, stamp REAL,
-          PRIMARY KEY (kind, key)) WITHOUT ROWID
-        """)
-      try connection.execute(
-        """
-        CREATE TABLE IF NOT EXISTS aliases (
-          name TEXT NOT NULL PRIMARY KEY, kind TEXT NOT NULL, payload BLOB NOT NULL,
-          stamp REAL) WITHOUT ROWID
-        """)
-      try connection.execute("PRAGMA user_version = \(schemaVersion)")
+    if version < schemaVersion {
+      try connection.transaction {
+        try connection.execute(
+          """
+          CREATE TABLE IF NOT EXISTS entities (
+            kind TEXT NOT NULL, key BLOB NOT NULL, payload BLOB NOT NULL, stamp REAL,
+            PRIMARY KEY (kind, key)) WITHOUT ROWID
+          """)
+        try connection.execute(
+          """
+          CREATE TABLE IF NOT EXISTS aliases (
+            name TEXT NOT NULL PRIMARY KEY, kind TEXT NOT NULL, payload BLOB NOT NULL,
+            stamp REAL) WITHOUT ROWID
+          """)
+        try _ChangeLog.createTables(connection)
+        try connection.execute("PRAGMA user_version = \(schemaVersion)")
+      }
     }
+    try _ChangeLog.prepare(connection, logging: sharing == .shared)
   }
 
   // MARK: PersistentStore
@@ -210,26 +266,36 @@ public final class SQLiteStore: PersistentStore, @unchecked Sendable {
     }
   }
 
-  /// Applies `changes` in one transaction, on the writing connection.
+  /// Applies `changes` in one transaction, on the writing connection. A ``Sharing/shared``
+  /// store never replaces a row with an older stamp, and waits for other processes' writes
+  /// rather than failing (see "Sharing the store with extensions"); a ``Sharing/readOnly`` one
+  /// throws ``Error/Kind/readOnly``.
   public func apply(_ changes: [PersistentChange]) throws {
     guard !changes.isEmpty else { return }
+    if let log { return try applyShared(changes, log) }
     try writer.withLock {
       try writer.transaction {
-        for change in changes { try apply(change) }
+        for change in changes { try apply(change, shared: false) }
       }
     }
   }
 
-  private func apply(_ change: PersistentChange) throws {
+  /// Applies one change in the transaction under way; `shared`, a save never replaces a row
+  /// with a newer stamp (see `_ChangeLog.upsertEntity`), and one refused so is returned.
+  @discardableResult
+  func apply(_ change: PersistentChange, shared: Bool) throws -> PersistentStaleWrite? {
     switch change {
     case .save(let kind, let key, let record):
       let statement = try writer.statement(
-        "INSERT OR REPLACE INTO entities (kind, key, payload, stamp) VALUES (?1, ?2, ?3, ?4)")
+        shared
+          ? _ChangeLog.upsertEntity
+          : "INSERT OR REPLACE INTO entities (kind, key, payload, stamp) VALUES (?1, ?2, ?3, ?4)")
       try statement.bind(1, kind)
       try statement.bind(2, key)
       try statement.bind(3, record.payload)
       try statement.bind(4, record.stamp)
       try statement.run()
+      if shared { return try staleWrite(change) }
     case .delete(let kind, let key):
       let statement = try writer.statement("DELETE FROM entities WHERE kind = ?1 AND key = ?2")
       try statement.bind(1, kind)
@@ -240,6 +306,7 @@ public final class SQLiteStore: PersistentStore, @unchecked Sendable {
       try statement.bind(1, kind)
       try statement.run()
     case .saveAlias(let name, let kind, let record):
+      // NB: shared too, the last commit wins: see `_ChangeLog.upsertEntity`.
       let statement = try writer.statement(
         "INSERT OR REPLACE INTO aliases (name, kind, payload, stamp) VALUES (?1, ?2, ?3, ?4)")
       try statement.bind(1, name)
@@ -259,6 +326,7 @@ public final class SQLiteStore: PersistentStore, @unchecked Sendable {
       try writer.execute("DELETE FROM entities")
       try writer.execute("DELETE FROM aliases")
     }
+    return nil
   }
 
   // MARK: Inspection
@@ -310,6 +378,13 @@ final class _Connection {
     let flags =
       SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0)
     try open(path, as: path, flags: flags)
+    sqlite3_busy_timeout(handle, 5_000)
+  }
+
+  /// Opens the database at `path` for reading only, as a file other processes change: SQLite
+  /// never takes its write lock, and reads it through its `-wal` and `-shm` files.
+  init(path: String, readOnlyWAL _: Void) throws {
+    try open(path, as: path, flags: SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX)
     sqlite3_busy_timeout(handle, 5_000)
   }
 

@@ -102,8 +102,9 @@ public final class ManualClock: ResourceClock, @unchecked Sendable {
   /// sleeper whose deadline has come, in deadline order (those with one deadline, in the order
   /// they began).
   ///
-  /// Resumed sleepers go on in their own tasks: a test that needs their effects awaits them
-  /// (a value they deliver, or the next `sleepers` count).
+  /// Resumed sleepers go on in their own tasks, which their executors run in an order of their
+  /// own: a test that needs their effects, or their order, awaits them (a value they deliver,
+  /// or the next `sleepers` count), one advance per deadline.
   ///
   /// - Complexity: O(*n* log *n*) for *n* sleepers.
   public func advance(by duration: Duration) {

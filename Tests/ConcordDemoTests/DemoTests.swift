@@ -42,6 +42,30 @@ struct DemoTests {
     #expect(outcome.shelfDraws == 4, "opened, the rename, the burst, the removal")
   }
 
+  @Test func theWidgetInAnotherProcessShowsTheBookBeingRead() async throws {
+    let transcript = Transcript()
+    let outcome = try await Demo(console: transcript.console).run()
+    // Drawn when it starts, then for each event that changed the book, from the app's file.
+    #expect(
+      outcome.widget == [
+        "now reading A Wizard of Earthsea — Ursula Le Guin",
+        "now reading A Wizard of Earthsea — Ursula K. Le Guin",
+        "now reading A Wizard of Earthsea (50th anniversary) — Ursula Kroeber Le Guin",
+      ])
+    let lines = transcript.lines
+    let burst = try #require(lines.firstIndex { $0.hasPrefix("ws line 4:") })
+    let removal = try #require(lines.firstIndex { $0.hasPrefix("ws line 5:") })
+    let drawn = try #require(
+      lines.firstIndex { $0.contains("widget │ now reading A Wizard of Earthsea (50th") })
+    #expect(burst < drawn && drawn < removal, "after the burst, before the next event")
+    // Without it, the story is the same.
+    var alone = Demo(console: Transcript().console)
+    alone.widget = false
+    let without = try await alone.run()
+    #expect(without.widget.isEmpty)
+    #expect(without.feed == outcome.feed && without.refused == outcome.refused)
+  }
+
   @Test func aSecondRunWithTheSameDatabaseStartsFromTheCachedFeed() async throws {
     let directory = NSTemporaryDirectory() + "concord-demo-\(UUID().uuidString)"
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)

@@ -26,26 +26,36 @@ struct ManualClockTests {
     try await woke.value
   }
 
-  @Test("Sleepers resume in deadline order, those with one deadline in the order they began")
+  @Test("Sleepers resume when their deadline comes; one advance wakes all that it passes")
   @MainActor
   func deadlineOrder() async throws {
     let clock = ManualClock()
     let order = Order()
-    var sleepers: [Task<Void, any Error>] = []
-    // NB: on the main actor, whose queue runs them in the order they are resumed.
+    var sleepers: [String: Task<Void, any Error>] = [:]
     for (name, seconds) in [("c", 3), ("a", 1), ("b1", 2), ("b2", 2)] {
-      sleepers.append(
-        Task { @MainActor in
-          try await clock.sleep(for: .seconds(seconds))
-          order.names.append(name)
-        })
+      sleepers[name] = Task { @MainActor in
+        try await clock.sleep(for: .seconds(seconds))
+        order.names.append(name)
+      }
       await clock.waitForSleepers(sleepers.count)
     }
+    // NB: a resumed sleeper goes on in its own task, so the order in which tasks woken by one
+    // advance run is the executor's; each advance here wakes one deadline, then awaits it.
     clock.advance(by: .seconds(1))
     #expect(clock.sleepers == 3, "only the sleeper whose deadline came")
+    try await sleepers["a"]!.value
+    clock.advance(by: .milliseconds(999))
+    #expect(clock.sleepers == 3, "b1 and b2 are not due yet")
+    clock.advance(by: .milliseconds(1))
+    #expect(clock.sleepers == 1, "both sleepers with the deadline that came")
+    try await sleepers["b1"]!.value
+    try await sleepers["b2"]!.value
     clock.advance(by: .seconds(4))
-    for sleeper in sleepers { try await sleeper.value }
-    #expect(order.names == ["a", "b1", "b2", "c"])
+    #expect(clock.sleepers == 0)
+    try await sleepers["c"]!.value
+    #expect(order.names.first == "a")
+    #expect(Set(order.names[1...2]) == ["b1", "b2"])
+    #expect(order.names.last == "c")
   }
 
   /// The order sleepers woke in.

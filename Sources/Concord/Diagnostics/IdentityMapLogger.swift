@@ -108,6 +108,9 @@ public struct IdentityMapEvent: Hashable, Sendable, CustomStringConvertible {
     /// A write committed a change to an entity: logged, with the values before and after, only
     /// to a logger whose ``IdentityMapLogger/logsChangedValues`` is `true`.
     public static let changed = Kind("changed")
+    /// A write of a persisted entity or alias stayed in memory: the map's store never writes
+    /// (a store opened read-only, in an extension). See ``IdentityMapEvent/notPersisted(_:)``.
+    public static let notPersisted = Kind("notPersisted")
 
     /// The kind's name, such as `stored`.
     public var description: String { name }
@@ -124,6 +127,7 @@ public struct IdentityMapEvent: Hashable, Sendable, CustomStringConvertible {
     case entityPersistenceFailed(EntityReference, String)
     case undecodableRecord(EntityReference, String)
     case changed(EntityReference, _ChangedValues)
+    case notPersisted(Target)
   }
 
   private let storage: Storage
@@ -196,6 +200,14 @@ public struct IdentityMapEvent: Hashable, Sendable, CustomStringConvertible {
     Self(.changed(entity, _ChangedValues(before: before, after: after)))
   }
 
+  /// A write of `target`, an entity of a persisted type or an alias naming them, stayed in
+  /// memory: the store never writes (see ``PersistentStore/writeRefusal``). The write is kept
+  /// as a write of a type that is not persisted would be (released when nobody holds it), and
+  /// the next ``IdentityMap/flush()`` throws the store's error.
+  public static func notPersisted(_ target: Target) -> Self {
+    Self(.notPersisted(target))
+  }
+
   // MARK: Reading events
 
   /// What kind of thing happened.
@@ -210,6 +222,7 @@ public struct IdentityMapEvent: Hashable, Sendable, CustomStringConvertible {
     case .persistenceFailed, .entityPersistenceFailed: .persistenceFailed
     case .undecodableRecord: .undecodableRecord
     case .changed: .changed
+    case .notPersisted: .notPersisted
     }
   }
 
@@ -221,7 +234,7 @@ public struct IdentityMapEvent: Hashable, Sendable, CustomStringConvertible {
       .undecodableRecord(let entity, _), .entityPersistenceFailed(let entity, _),
       .changed(let entity, _):
       entity
-    case .discardedStale(let target, _, _): target.entity
+    case .discardedStale(let target, _, _), .notPersisted(let target): target.entity
     default: nil
     }
   }
@@ -230,7 +243,7 @@ public struct IdentityMapEvent: Hashable, Sendable, CustomStringConvertible {
   public var alias: String? {
     switch storage {
     case .aliasSet(let name), .aliasRemoved(let name): name
-    case .discardedStale(let target, _, _): target.alias
+    case .discardedStale(let target, _, _), .notPersisted(let target): target.alias
     default: nil
     }
   }
@@ -240,9 +253,12 @@ public struct IdentityMapEvent: Hashable, Sendable, CustomStringConvertible {
     if case .stored(_, let stamp) = storage { stamp } else { nil }
   }
 
-  /// What a ``Kind/discardedStale`` write was aimed at.
+  /// What a ``Kind/discardedStale`` or ``Kind/notPersisted`` write was aimed at.
   public var target: Target? {
-    if case .discardedStale(let target, _, _) = storage { target } else { nil }
+    switch storage {
+    case .discardedStale(let target, _, _), .notPersisted(let target): target
+    default: nil
+    }
   }
 
   /// The stamp stored when a ``Kind/discardedStale`` write was refused.
@@ -302,6 +318,8 @@ public struct IdentityMapEvent: Hashable, Sendable, CustomStringConvertible {
       case (_?, nil): "removed \(reference)"
       default: "changed \(reference)"
       }
+    case .notPersisted(let target):
+      "kept the write to \(target) in memory only: the store does not take writes"
     }
   }
 }

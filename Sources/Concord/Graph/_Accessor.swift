@@ -307,21 +307,44 @@ extension Collection where Element: Sendable {
 }
 
 /// What walks the entities a value nests, through its schema's accessors (`_Accessor.visit`),
-/// without the pass: a subclass overrides `visit(_:)`, and recurses with `visitNested(in:)`.
+/// without the pass: one of two walks, `_MissingEntities` (under the lock) or `_WantedEntities`
+/// (outside it), each of which recurses with `visitNested(in:schema:)`.
 ///
-/// NB: a class with a generic method, rather than a closure, so that each accessor hands it
-/// its child with the child's type, which a closure cannot take.
+/// NB: a final class with a generic method, rather than a closure, so that each accessor hands
+/// it its child with the child's type, which a closure cannot take; and final, with the walks
+/// told apart inside, rather than subclasses overriding it, so that the call is specialized for
+/// the child's type where the accessor makes it: an override of a generic method runs
+/// unspecialized, looking up the metadata of each generic type it touches at every child.
 @usableFromInline
-class _NestedVisitor {
-  @usableFromInline init() {}
+final class _NestedVisitor {
+  /// The walk, when it looks for missing entities.
+  @usableFromInline let missing: _MissingEntities?
+  /// The walk, when it collects every entity met.
+  @usableFromInline let wanted: _WantedEntities?
+
+  @usableFromInline init(missing: _MissingEntities) {
+    self.missing = missing
+    wanted = nil
+  }
+
+  @usableFromInline init(wanted: _WantedEntities) {
+    missing = nil
+    self.wanted = wanted
+  }
 
   /// Called with each child entity met.
-  @usableFromInline
-  func visit<C: Identifiable & Sendable>(_ child: C) {}
+  @inlinable
+  func visit<C: Identifiable & Sendable>(_ child: C) {
+    if let missing {
+      missing.visit(child, self)
+    } else {
+      wanted.unsafelyUnwrapped.visit(child, self)
+    }
+  }
 
   /// Visits the entities `value` nests (its direct children), through `schema`, its type's.
   @inlinable
-  final func visitNested<V>(in value: V, schema: _Schema<V>) {
+  func visitNested<V>(in value: V, schema: _Schema<V>) {
     for accessor in schema.accessors { accessor.visit(value, self) }
   }
 }

@@ -61,6 +61,39 @@ extension IdentityMap {
   public func persist<T: Identifiable & Codable & Sendable>(_ type: T.Type, as kind: String)
   where T.ID: Codable {
     _core.adoptStoredTombstones(of: _core.write { _core.persist(T.self, kind: kind) })
+    _core.startSharing()
+  }
+
+  /// Applies what other processes committed to the shared store since this map last looked,
+  /// as writes in this map (stamps, merges, tombstones and removal rules apply; handles,
+  /// queries, aliases and resources are told once per change). The map also does this by
+  /// itself when the file changes; call it when the app comes to the foreground. A no-op for
+  /// a store that is not shared.
+  ///
+  /// ```swift
+  /// // SwiftUI: .onChange(of: scenePhase) { if $1 == .active { try? map.syncExternalChanges() } }
+  /// try map.syncExternalChanges()
+  /// ```
+  ///
+  /// When it returns, everything other processes committed to the store before the call is
+  /// applied, each commit as one write of this map, in the order the store took them; callbacks
+  /// of those writes have run, on the calling thread. Those writes are never written back to
+  /// the store. An entity of another process's commit that this map does not hold is applied
+  /// only when a live query or collector of its type could show it; otherwise the next read of
+  /// it finds the store's value. A change this map made that the store has not taken yet wins
+  /// where the store will also take it last (unstamped, or with a newer stamp). When the store
+  /// could not say everything since the last sync (this process did not read for long, and the
+  /// store trimmed its log), every entity and alias the map holds is reloaded from the store
+  /// instead, as ``restore(from:)`` does, and the logger is told.
+  ///
+  /// Like ``flush()``, call it outside the map's writes. Called from a callback of a sync, it
+  /// returns at once: the sync under way goes on after the callback. See "Sharing the store
+  /// with extensions" in <doc:PersistenceAndOffline>.
+  ///
+  /// - Throws: What the store throws reading its file (for `SQLiteStore`, `.missingFile` when
+  ///   the file was deleted under the process). Nothing is applied then.
+  public func syncExternalChanges() throws {
+    try _core.syncExternalChanges()
   }
 
   /// Waits until every write committed so far has reached the store, then throws the first

@@ -19,6 +19,11 @@
 ///
 /// ``encode(_:)`` and ``decode(_:from:)`` run on either. A store must be safe to call from
 /// several threads at once.
+///
+/// A store that other processes write too (``isShared``) is also asked, on the background
+/// writer, for ``externalChanges()``, whenever the thread it wakes through
+/// ``observeExternalChanges(_:)`` says so, and when the app calls
+/// ``IdentityMap/syncExternalChanges()``.
 public protocol PersistentStore: AnyObject, Sendable {
   /// The bytes the store keeps for `value`: an entity, or an entity's id.
   ///
@@ -75,6 +80,40 @@ public protocol PersistentStore: AnyObject, Sendable {
   /// locked and every committed write applied, then reads the store again for what memory
   /// holds. The default implementation throws ``PersistentStoreUnsupported``.
   func restore(from path: String) throws
+
+  // MARK: Sharing with other processes
+
+  /// Whether other processes commit to the store too (an app and its extensions sharing a
+  /// file): the map then applies what they commit, by itself when ``observeExternalChanges(_:)``
+  /// wakes it, and when ``IdentityMap/syncExternalChanges()`` is called. The default is
+  /// `false`: only this map writes the store.
+  var isShared: Bool { get }
+
+  /// The error every write of the store meets, for a store that never writes (one opened
+  /// read-only, in an extension that only shows data); `nil`, the default, for a store that
+  /// writes.
+  ///
+  /// The map then never calls ``apply(_:)``: a write of a persisted type stays in memory, as a
+  /// write of a type that is not persisted would, is logged as
+  /// ``IdentityMapEvent/Kind/notPersisted``, and makes the next ``IdentityMap/flush()`` throw
+  /// this error.
+  var writeRefusal: (any Error)? { get }
+
+  /// What other processes committed to the store since the last call, in commit order, without
+  /// this store's own commits. Only for a store that ``isShared``; the default returns none.
+  ///
+  /// The map calls it on its background writer, once everything it committed before is
+  /// applied, and applies nothing meanwhile: so a commit of this map that is not in the store
+  /// yet is newer than everything the answer holds. Each commit of the answer is then applied
+  /// as one write of the map, which is never handed back to ``apply(_:)``.
+  func externalChanges() throws -> PersistentExternalChanges
+
+  /// Has the store call `wake`, from a thread of its own, whenever another process may have
+  /// committed to it; `nil` stops it. The map calls it once, when it persists its first type,
+  /// and applies the store's ``externalChanges()`` each time it is woken. The default does
+  /// nothing: the map applies other processes' commits only when
+  /// ``IdentityMap/syncExternalChanges()`` is called.
+  func observeExternalChanges(_ wake: (@Sendable () -> Void)?)
 }
 
 extension PersistentStore {
@@ -105,6 +144,65 @@ extension PersistentStore {
   /// Throws ``PersistentStoreUnsupported``: a store that does not list its records.
   public func records(kind: String) throws -> [(key: [UInt8], record: PersistentRecord)] {
     throw PersistentStoreUnsupported(operation: "records(kind: \"\(kind)\")")
+  }
+
+  /// `false`: a store only this map writes.
+  public var isShared: Bool { false }
+
+  /// `nil`: a store that writes.
+  public var writeRefusal: (any Error)? { nil }
+
+  /// None: a store only this map writes.
+  public func externalChanges() throws -> PersistentExternalChanges {
+    PersistentExternalChanges()
+  }
+
+  /// Nothing: a store only this map writes.
+  public func observeExternalChanges(_ wake: (@Sendable () -> Void)?) {}
+}
+
+/// What other processes committed to a shared store since the map last asked (see
+/// ``PersistentStore/externalChanges()``).
+public struct PersistentExternalChanges: Sendable {
+  /// The commits, oldest first, each with its changes in the order they were made. The map
+  /// applies each as one write: handles, queries and aliases are told once per commit.
+  public var commits: [[PersistentChange]]
+  /// Whether the store could not tell every commit since the last call: it kept too few of them
+  /// (the map was not reading, in a suspended process), or its content was replaced. The map
+  /// then reloads every entity and alias it holds from the store, as a restore does, and logs
+  /// why; `commits` is then empty.
+  public var isIncomplete: Bool
+  /// This store's own saves, since the last call, that the store refused because its record
+  /// had a newer stamp, written by another process: the map logs each as a stale write
+  /// (``IdentityMapEvent/Kind/discardedStale``). The newer record reaches the map among the
+  /// commits, as any other process's commit does.
+  public var staleWrites: [PersistentStaleWrite]
+
+  /// The commits `commits`; `isIncomplete` when they are not all there are; the refused saves
+  /// `staleWrites`.
+  public init(
+    commits: [[PersistentChange]] = [], isIncomplete: Bool = false,
+    staleWrites: [PersistentStaleWrite] = []
+  ) {
+    self.commits = commits
+    self.isIncomplete = isIncomplete
+    self.staleWrites = staleWrites
+  }
+}
+
+/// A save the map handed to a shared store that the store refused: its record, written by
+/// another process, has a newer stamp (see ``PersistentExternalChanges/staleWrites``).
+public struct PersistentStaleWrite: Hashable, Sendable {
+  /// The save refused: a ``PersistentChange/save(kind:key:record:)`` or a
+  /// ``PersistentChange/saveAlias(name:kind:record:)``, as the map handed it over.
+  public var change: PersistentChange
+  /// The stamp of the store's record, which refused it.
+  public var storedStamp: Stamp
+
+  /// The save `change`, refused by a record stamped `storedStamp`.
+  public init(change: PersistentChange, storedStamp: Stamp) {
+    self.change = change
+    self.storedStamp = storedStamp
   }
 }
 

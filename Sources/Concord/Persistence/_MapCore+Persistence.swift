@@ -40,9 +40,7 @@ extension _MapCore {
   func adoptStoredTombstones<T: Identifiable & Sendable>(of persisted: _Persisted<T>?) {
     guard let persisted else { return }
     let prefetch = prefetch { prefetch, persistence in
-      let typed = prefetch.of(persisted)
-      typed.noteReading(persistence)
-      typed.wantsTombstones = true
+      prefetch.of(persisted).wantsTombstones = true
     }
     admitting(prefetch, ending: true) {
       withTable(T.self) { table in
@@ -97,7 +95,11 @@ extension _MapCore {
     let value: T
     let stamp: Stamp?
     switch persisted.read(id, self, listed: listed) {
-    case .saved(let saved, let savedStamp): (value, stamp) = (saved, savedStamp)
+    case .saved(let saved, let savedStamp):
+      (value, stamp) = (saved, savedStamp)
+      // NB: removed here, written since by another process sharing the store: the record is
+      // newer than the tombstone, which goes, as a sync would have taken it away.
+      if table.tombstone(of: id) != nil { table.unentomb(id, self) }
     case .tombstone(let tomb):
       // NB: the store's tombstone, kept in memory where writes look for it.
       if table.tombstone(of: id) == nil { table.entomb(id, stamp: tomb, self) }
@@ -324,9 +326,9 @@ extension _MapCore {
   @inlinable
   func want<T: Identifiable & Sendable>(alias id: _AliasID, of _: T.Type, in prefetch: _Prefetch) {
     withTable(T.self) { table in
-      guard let persisted = table.persisted, let persistence else { return }
+      guard let persisted = table.persisted else { return }
       if let node = registry.aliases[id], node.witness.hasConsumers(node) { return }
-      prefetch.want(alias: id.name, of: persisted, persistence)
+      prefetch.want(alias: id.name, of: persisted)
     }
   }
 
@@ -334,8 +336,8 @@ extension _MapCore {
   @inlinable
   func want<T: Identifiable & Sendable>(_: T.Type, id: T.ID, in prefetch: _Prefetch) {
     withTable(T.self) { table in
-      guard let persisted = table.persisted, let persistence else { return }
-      prefetch.want(id, of: persisted, in: table, persistence)
+      guard let persisted = table.persisted else { return }
+      prefetch.want(id, of: persisted, in: table)
     }
   }
 
@@ -348,7 +350,7 @@ extension _MapCore {
       guard let table = existingTable(for: T.self) else { return }
       let typed = unsafeDowncast(table.takeUnretainedValue(), to: _Table<T>.self)
       if let persisted = typed.persisted {
-        prefetch.want(id, of: persisted, in: typed, persistence)
+        prefetch.want(id, of: persisted, in: typed)
       }
     }
     return admitting(prefetch, ending: true) {
@@ -378,7 +380,7 @@ extension _MapCore {
     let prefetch = prefetch { prefetch, persistence in
       guard let table = existingTable(for: T.self) else { return }
       let typed = unsafeDowncast(table.takeUnretainedValue(), to: _Table<T>.self)
-      if let persisted = typed.persisted { prefetch.wantAll(of: persisted, persistence) }
+      if let persisted = typed.persisted { prefetch.wantAll(of: persisted) }
     }
     if let prefetch { admitWholeKinds(prefetch) }
     return query
@@ -533,9 +535,9 @@ extension _MapCore {
     answer name: String, of _: T.Type, list: Bool, in prefetch: _Prefetch
   ) {
     withTable(T.self) { table in
-      guard let persisted = table.persisted, let persistence else { return }
+      guard let persisted = table.persisted else { return }
       let storeName = _AnswerRecord.storeName(of: name, kind: persisted.kind, list: list)
-      prefetch.want(answer: storeName, of: persisted, persistence)
+      prefetch.want(answer: storeName, of: persisted)
     }
   }
 
@@ -624,9 +626,9 @@ extension _MapCore {
     pagedList name: String, of _: T.Type, in prefetch: _Prefetch
   ) {
     withTable(T.self) { table in
-      guard let persisted = table.persisted, let persistence else { return }
+      guard let persisted = table.persisted else { return }
       let storeName = _AnswerRecord.pagedName(of: name, kind: persisted.kind)
-      prefetch.want(answer: storeName, of: persisted, persistence)
+      prefetch.want(answer: storeName, of: persisted)
     }
   }
 
@@ -828,6 +830,314 @@ extension _MapCore {
     for id in ids where table.node(id) == nil {
       load(id, into: table)
       if let node = table.node(id) { consumers._feedQueries(node, .inserted, old: nil, self) }
+    }
+  }
+
+  // MARK: One store, several processes
+  //
+  // A shared store (`PersistentStore.isShared`) is written by other processes too: an app and
+  // its extensions. What they commit reaches this map as writes of this map, one per commit, in
+  // the order the store took them: handles, queries and aliases are told once per change, and
+  // the usual rules apply (stamps, merges, tombstones, removal rules). Such a write comes from
+  // the store and never goes back to it (`_Persistence.beginExternal()`): the other process
+  // wrote it there already, and handing it back would bounce it between processes forever.
+  //
+  // A sync (`syncExternalChanges()`): on the persistence writer, once every write this map
+  // committed before is applied, a prefetch begins, and the store says what the other
+  // processes committed, with none of the map's locks held. From then on, the writer notes
+  // what it applies as touched (`_Persistence.noteApplied(_:)`): so a write of this map still
+  // among the changes not yet applied when the sync admits, or touched, reaches the store after
+  // everything read (`changedSinceApplied`): the store's order puts it last, and this map keeps
+  // it unless the other process's value wins by its stamp anyway (`applyExternal(_:)`). The
+  // changes are decoded, and the persisted entities they nest that memory lacks are read,
+  // outside the lock; then each commit is admitted in one write.
+  //
+  // A change of an entity memory lacks is applied only when a live query or collector of its
+  // type could want it (an entity new in the file that matches a query appears in it): nothing
+  // else shows it, and the next read of it finds the store's value. A store that could not say
+  // everything (a process that fell behind its trimmed log) has the map reload what it holds,
+  // as a restore does, and logs it.
+
+  /// Starts applying other processes' commits whenever the store says there are some, once;
+  /// outside the lock (the store starts watching its file).
+  @usableFromInline
+  func startSharing() {
+    guard let persistence, persistence.isShared else { return }
+    let starts = lock.withLock {
+      defer { persistence.watching = true }
+      return !persistence.watching
+    }
+    guard starts else { return }
+    // NB: weak: the store, which the map holds, holds the closure; a map that is gone has
+    // nothing to apply.
+    persistence.store.observeExternalChanges { [weak self] in
+      guard let self, let persistence = self.persistence else { return }
+      do {
+        try self.syncExternalChanges()
+      } catch {
+        persistence.log("applying other processes' commits: \(error)")
+      }
+    }
+  }
+
+  /// See ``IdentityMap/syncExternalChanges()``.
+  func syncExternalChanges() throws {
+    guard let persistence, persistence.isShared else { return }
+    checkOutsideWrites("syncExternalChanges()")
+    try persistence.syncing {
+      var kinds: [String: _AnyPersisted] = [:]
+      let read = try persistence.readExternal(
+        prepare: {
+          persistence.beginPrefetch()
+          kinds = persistence.typesByKind()
+        },
+        failed: { persistence.endPrefetch() })
+      guard !read.isIncomplete else {
+        lock.withLock { persistence.endPrefetch() }
+        write {
+          outbox.log {
+            .persistenceFailed(
+              "the shared store could not say everything other processes committed since this "
+                + "map last read it (it was not reading, and the store kept too few of them, or "
+                + "the store's content was replaced); reloading what the map holds from the store")
+          }
+        }
+        return reloadPersistedReading()
+      }
+      var errors: [String] = []
+      let commits = read.commits.map { commit in
+        commit.flatMap { decodeExternal($0, kinds, &errors) }
+      }.filter { !$0.isEmpty }
+      let events =
+        errors.map { IdentityMapEvent.persistenceFailed($0) }
+        + read.staleWrites.compactMap { staleEvent($0, kinds) }
+      guard !commits.isEmpty else {
+        lock.withLock { persistence.endPrefetch() }
+        if !events.isEmpty { write { for event in events { outbox.log { event } } } }
+        return
+      }
+      let prefetch = _Prefetch()
+      lock.withLock {
+        for commit in commits { for change in commit { change.want(into: prefetch, self) } }
+      }
+      completePrefetch(prefetch)
+      for (index, commit) in commits.enumerated() {
+        admitting(prefetch, ending: index == commits.count - 1) {
+          persistence.beginExternal()
+          if index == 0 { for event in events { outbox.log { event } } }
+          for change in commit { change.apply(self) }
+        }
+      }
+    }
+  }
+
+  /// `change` decoded for the persisted type of its kind (`kinds`); none for a kind this map
+  /// does not persist (another process persists more types), and none, with why in `errors`,
+  /// when it does not decode. Calls the decoder only: no lock need be held.
+  func decodeExternal(
+    _ change: PersistentChange, _ kinds: [String: _AnyPersisted], _ errors: inout [String]
+  ) -> [_ExternalChange] {
+    let kind: String
+    switch change {
+    case .save(let named, _, _), .delete(let named, _), .saveAlias(_, let named, _),
+      .deleteKind(let named):
+      kind = named
+    case .deleteAlias(let name): return [_ExternalAliasRemoval(.named(name))]
+    case .deleteAliases(let named):
+      return kinds[named].map { [_ExternalAliasRemoval(.kind($0))] } ?? []
+    case .deleteEverything:
+      return kinds.keys.sorted().map { _ExternalWipe(kinds[$0]!) } + [_ExternalAliasRemoval(.all)]
+    }
+    // NB: a resource's answer record (`_AnswerRecord`): its entities reach the resource's slot
+    // as any entity does; the answer itself is read when a resource of this map is made.
+    if case .saveAlias(let name, _, _) = change, name.hasPrefix(_AnswerRecord.namePrefix) {
+      return []
+    }
+    guard let persisted = kinds[kind] else { return [] }
+    switch persisted.decodeExternal(change) {
+    case .success(let decoded): return [decoded]
+    case .failure(let error):
+      errors.append("applying another process's commit: \(error.message)")
+      return []
+    case nil: return []
+    }
+  }
+
+  /// The log's event of `stale`, a save of this map that the store refused.
+  func staleEvent(_ stale: PersistentStaleWrite, _ kinds: [String: _AnyPersisted])
+    -> IdentityMapEvent?
+  {
+    let target: IdentityMapEvent.Target
+    let stamp: Stamp?
+    switch stale.change {
+    case .save(let kind, let key, let record):
+      guard let reference = kinds[kind]?.reference(forKey: key) else { return nil }
+      (target, stamp) = (.entity(reference), record.stamp)
+    case .saveAlias(let name, _, let record): (target, stamp) = (.alias(name), record.stamp)
+    default: return nil
+    }
+    return .discardedStale(target, storedStamp: stale.storedStamp, incomingStamp: stamp ?? .nan)
+  }
+
+  /// Asks `prefetch` for the persisted entities `value` nests that memory lacks, at any depth.
+  func wantNested<T: Identifiable & Sendable>(_ value: T, in prefetch: _Prefetch) {
+    withTable(T.self) { table in
+      guard !table.schema.isLeaf else { return }
+      _MissingEntities(self, prefetch: prefetch).visitNested(in: value, schema: table.schema)
+    }
+  }
+
+  /// Asks `prefetch` for the entities `ids` of `persisted`'s type that memory lacks.
+  func want<T: Identifiable & Sendable>(
+    _ ids: [T.ID], of persisted: _Persisted<T>, in prefetch: _Prefetch
+  ) {
+    withTable(T.self) { table in
+      guard table.persisted === persisted else { return }
+      for id in ids { prefetch.want(id, of: persisted, in: table) }
+    }
+  }
+
+  /// Applies another process's change of an entity, in the write applying its commit.
+  ///
+  /// An entity this map changed since the store last took its writes (touched: see the top of
+  /// this section) has that write coming after this one in the store, stamped as the entity
+  /// is here: the change applies only when the store will refuse this map's write, a newer
+  /// stamp than the entity's (its tombstone's, for one this map removed); otherwise it is
+  /// skipped, and this map's write wins in the store too. Any other entity takes the store's
+  /// record as it is, value and stamp, as a restore's reload does: the store took the change
+  /// after everything this map has of it. A removal leaves the tombstone the record has.
+  func applyExternal<T: Identifiable & Sendable>(_ change: _ExternalEntity<T>) {
+    withTable(T.self) { table in
+      guard table.persisted === change.persisted else { return }
+      let id = change.id
+      if let undecodable = change.undecodable {
+        outbox.log { .undecodableRecord(EntityReference(T.self, id: id), undecodable) }
+      }
+      let node = table.node(id)
+      let touched = change.persisted.changedSinceApplied(id)
+      let floor = node.map(\.s.stamp) ?? table.tombstone(of: id) ?? .nan
+      switch change.state {
+      case .saved(let value, let recordStamp):
+        let schema = table.schema
+        let stamp = schema.stamp(of: value, call: recordStamp)
+        if touched && !(stamp.map { $0 > floor } ?? false) { return }
+        // NB: nothing shows an entity memory lacks but a query or collector of its type.
+        guard node != nil || table.consumers != nil else {
+          if table.tombstone(of: id) != nil { table.unentomb(id, self) }
+          return
+        }
+        if !schema.isLeaf { loadMissing(in: value, schema: schema) }
+        if let node {
+          node.s.stamp = .nan
+          pass.run(
+            into: node, payload: value, stamp: stamp, call: nil, verdict: .accepted,
+            nesting: .load)
+          return
+        }
+        table.withNode(for: value) { node, _ in
+          // NB: no stamp: the tombstone goes, whatever it says.
+          _ = table.refusesCreated(node, stamp: nil, self)
+          didCreate(node, held: false, journaled: true)
+          pass.mark(node, .fresh)
+          pass.run(
+            into: node, payload: value, stamp: stamp, call: nil, verdict: .accepted,
+            nesting: .load)
+        }
+      case .tombstone(let tomb):
+        if touched && !(tomb > floor) { return }
+        if let node { remove([node], persisting: false, entombing: false) }
+        if node != nil || table.tombstone(of: id) != nil { table.entomb(id, stamp: tomb, self) }
+      case .deleted:
+        guard !touched else { return }
+        if let node { remove([node], persisting: false, entombing: false) }
+        if table.tombstone(of: id) != nil { table.unentomb(id, self) }
+      }
+    }
+  }
+
+  /// Applies another process's change of the alias `name` to every alias slot of that name
+  /// that persists, as `applyExternal(_:)` does an entity's.
+  func applyExternal<T: Identifiable & Sendable>(alias name: String, _ change: _ExternalAlias<T>) {
+    for node in aliasNodes(named: name) { node.witness.applyExternal(node, change, self) }
+  }
+
+  /// See `applyExternal(alias:_:)`: `node`'s part, where its type is known; `make` makes its
+  /// value from entities.
+  ///
+  /// An alias's record is the last one committed to the store, whatever its stamp (see
+  /// `SQLiteStore`'s `_ChangeLog.upsertEntity`): so an alias this map changed since the store
+  /// last took its writes keeps this map's value, which the store takes after this one; any
+  /// other takes the record's.
+  @usableFromInline
+  func applyExternal<T: Identifiable & Sendable, Wrapped: Sendable>(
+    _ change: _ExternalAlias<T>, to node: _AliasNode<Wrapped>, make: ([T]) -> Wrapped?
+  ) {
+    if persistence?.changedSinceApplied(alias: change.name) ?? false { return }
+    for id in change.ids { loadIfMissing(T.self, id: id) }
+    let table = registry.table(for: T.self)
+    // NB: as a read of the alias: naming an entity the store could not read, it is left as
+    // it is (logged by the read).
+    guard !change.ids.contains(where: table.cannotRead) else { return }
+    guard let value = make(change.ids.compactMap { table.node($0)?.value }) else {
+      if node.witness.holdsAliasValue(node) || !node.s.stamp.isNaN { emptyAlias(node) }
+      return
+    }
+    node.s.stamp = .nan
+    pass.run(
+      into: node, payload: value, stamp: change.stamp, call: nil, verdict: .accepted,
+      nesting: .load)
+  }
+
+  /// Applies another process's removal of aliases: emptied, unless this map changed them
+  /// since the store last took its writes.
+  func applyExternalRemoval(of scope: _ExternalAliasRemoval.Scope) {
+    guard let persistence else { return }
+    let nodes: [_AnyNode]
+    switch scope {
+    case .named(let name): nodes = aliasNodes(named: name)
+    case .kind(let persisted): nodes = persisted.aliasNodes(self)
+    case .all: nodes = registry.aliases.values.filter { $0.witness.hasConsumers($0) }
+    }
+    for node in nodes {
+      guard let name = node.witness.aliasName(node), !persistence.changedSinceApplied(alias: name),
+        node.witness.holdsAliasValue(node) || !node.s.stamp.isNaN
+      else { continue }
+      emptyAlias(node)
+    }
+  }
+
+  /// Applies another process's deletion of every row of `persisted`'s type: its entities in
+  /// memory are removed, but those this map changed since the store last took its writes.
+  func applyExternalWipe(of persisted: _AnyPersisted) {
+    let nodes = persisted.untouchedNodes(self)
+    if !nodes.isEmpty { remove(nodes, persisting: false, entombing: false) }
+  }
+
+  /// The entities of `persisted`'s type in memory that this map did not change since the
+  /// store last took its writes.
+  func untouchedNodes<T: Identifiable & Sendable>(of persisted: _Persisted<T>) -> [_AnyNode] {
+    withTable(T.self) { table in
+      var nodes: [_AnyNode] = []
+      guard table.persisted === persisted, !persisted.touchesAll else { return nodes }
+      table.slots.forEachNode { slot in
+        let node = slot.takeUnretainedValue()
+        if !persisted.changedSinceApplied(node.value.id) { nodes.append(node) }
+      }
+      return nodes
+    }
+  }
+
+  /// The alias slots that persist naming entities of `persisted`'s type.
+  func aliasNodes<T: Identifiable & Sendable>(of persisted: _Persisted<T>) -> [_AnyNode] {
+    withTable(T.self) { table in
+      registry.aliases.values.filter { $0.witness.table === table && $0.witness.hasConsumers($0) }
+    }
+  }
+
+  /// The alias slots named `name` that persist, of every value type.
+  func aliasNodes(named name: String) -> [_AnyNode] {
+    registry.aliases.compactMap { id, node in
+      id.name == name && node.witness.hasConsumers(node) ? node : nil
     }
   }
 }

@@ -2,7 +2,7 @@
 /// for `_MapCore.loadMissing(in:schema:)`, or, with `prefetch`, asked of a prefetch, to be read
 /// outside the lock (`_MapCore.writeReading(_:_:)`). Under the map's lock.
 @usableFromInline
-final class _MissingEntities: _NestedVisitor {
+final class _MissingEntities {
   /// NB: unowned(unsafe), by rule 7 of `_Lifetime.swift`: the walk runs within a call on the
   /// map, which its caller holds.
   @usableFromInline unowned(unsafe) let core: _MapCore
@@ -16,18 +16,31 @@ final class _MissingEntities: _NestedVisitor {
     self.prefetch = prefetch
   }
 
-  @usableFromInline
-  override func visit<C: Identifiable & Sendable>(_ child: C) {
+  /// Visits the entities `value` nests, at any depth.
+  @inlinable
+  func visitNested<V>(in value: V, schema: _Schema<V>) {
+    _NestedVisitor(missing: self).visitNested(in: value, schema: schema)
+  }
+
+  /// Visits `value`, an entity, and the entities it nests, at any depth.
+  @inlinable
+  func visit<T: Identifiable & Sendable>(_ value: T) {
+    visit(value, _NestedVisitor(missing: self))
+  }
+
+  /// Visits `child` and the entities it nests, at any depth: a step of `visitor`'s walk.
+  @inlinable
+  func visit<C: Identifiable & Sendable>(_ child: C, _ visitor: _NestedVisitor) {
     core.withTable(C.self) { table in
       if let persisted = table.persisted, table.node(child.id) == nil {
-        if let prefetch, let persistence = core.persistence {
-          prefetch.want(child.id, of: persisted, in: table, persistence)
+        if let prefetch {
+          prefetch.want(child.id, of: persisted, in: table)
         } else {
           let id = child.id
           loads.append { core in core.loadIfMissing(C.self, id: id) }
         }
       }
-      visitNested(in: child, schema: table.schema)
+      visitor.visitNested(in: child, schema: table.schema)
     }
   }
 }

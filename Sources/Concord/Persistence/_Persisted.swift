@@ -33,14 +33,27 @@ class _AnyPersisted: @unchecked Sendable {
   func checkLayers(inFlight _: Int) -> String? { nil }
   /// Forgets the entities the write could not read: it ended.
   func forgetUnreadable() {}
-  /// Notes as touched the entities of the changes not yet applied, and all of them when a
-  /// layer deletes the whole kind (`wiped`): a prefetch starts reading the type. See
-  /// `_Prefetch.swift`.
-  func touchUnapplied(wiped: Bool) {}
+  /// Notes as touched the entities of the layers in flight, and all of them when a layer
+  /// deletes the whole kind (`wiped`): the writer applied them while a prefetch was
+  /// outstanding, which may have read the store before or after. See `_Prefetch.swift`.
+  func touchApplied(wiped: Bool) {}
   /// Notes that every entity of the type may have changed in the store.
   func touchAll() {}
   /// Forgets what changed: no prefetch is outstanding any more.
   func forgetTouched() {}
+  /// `change`, which another process committed to a row of the type's kind, decoded for the
+  /// write that applies it; `nil`, with why, when its key does not decode. Calls the decoder
+  /// only: the map's lock need not be held. See `_ExternalChanges.swift`.
+  func decodeExternal(_ change: PersistentChange) -> Result<_ExternalChange, _Undecodable>? {
+    nil
+  }
+  /// The type's entities in memory that the map did not change since the store last took its
+  /// writes; for another process's deletion of the whole kind.
+  func untouchedNodes(_ core: _MapCore) -> [_AnyNode] { [] }
+  /// The alias slots that persist naming entities of the type.
+  func aliasNodes(_ core: _MapCore) -> [_AnyNode] { [] }
+  /// The entity whose id encodes to `key`, for the log; `nil` when the key does not decode.
+  func reference(forKey key: [UInt8]) -> EntityReference? { nil }
 }
 
 /// How the map persists entity type `T`, made by ``IdentityMap/persist(_:as:)`` where `T` is
@@ -109,19 +122,22 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
   }
 
   /// Records what the committed write did to `node`. A removal that left a tombstone (see
-  /// `TombstonePolicy`) keeps its stamp, in a record with no payload.
+  /// `TombstonePolicy`) keeps its stamp, in a record with no payload. When commits hand nothing
+  /// over (`_Persistence.diverts`), says so instead.
   @inlinable
-  func _record(_ node: _EntityNode<T>, _ kind: _ChangeKind, stampBefore: Stamp) {
+  func _record(
+    _ node: _EntityNode<T>, _ kind: _ChangeKind, stampBefore: Stamp, _ core: _MapCore
+  ) {
+    // NB: `==` to what was stored (or just loaded), but a newer stamp must reach the store, or
+    // a write older than it would be taken after a restart.
+    if kind == .unchanged && node.s.stamp._isSame(as: stampBefore) { return }
+    if persistence.diverts {
+      return persistence.divert(.entity(EntityReference(T.self, id: node.value.id)), core)
+    }
     let stamp: Stamp? = node.s.stamp.isNaN ? nil : node.s.stamp
     switch kind {
-    case .inserted, .updated:
+    case .inserted, .updated, .unchanged:
       stage(_Row(id: node.value.id, value: node.value, stamp: stamp))
-    case .unchanged:
-      // NB: `==` to what was stored (or just loaded), but a newer stamp must reach the store,
-      // or a write older than it would be taken after a restart.
-      if !node.s.stamp._isSame(as: stampBefore) {
-        stage(_Row(id: node.value.id, value: node.value, stamp: stamp))
-      }
     case .removed:
       let id = node.value.id
       stage(_Row(id: id, value: nil, stamp: node.table.tombstone(of: id)))
@@ -131,6 +147,8 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
   /// Adds `row` to the open layer, after what the write handed over before it.
   @inlinable
   func stage(_ row: _Row<T>) {
+    // NB: a tombstone's record, in a map whose commits hand nothing over.
+    if persistence.diverts { return }
     if !persistence.current.isEmpty { persistence.handOverCurrent() }
     open.append(row)
     touch(row.id)
@@ -378,11 +396,9 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
     touchesAll || (!touched.isEmpty && touched.contains(id))
   }
 
-  override func touchUnapplied(wiped: Bool) {
+  override func touchApplied(wiped: Bool) {
     if wiped { touchesAll = true }
-    for row in open { touched.insert(row.id) }
     for layer in inFlight { for row in layer { touched.insert(row.id) } }
-    for id in stuck.keys { touched.insert(id) }
   }
 
   override func touchAll() {
@@ -392,6 +408,28 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
   override func forgetTouched() {
     touched.removeAll()
     touchesAll = false
+  }
+
+  override func decodeExternal(_ change: PersistentChange) -> Result<_ExternalChange, _Undecodable>?
+  {
+    ops.decodeExternal(self, change)
+  }
+
+  override func untouchedNodes(_ core: _MapCore) -> [_AnyNode] { core.untouchedNodes(of: self) }
+
+  override func aliasNodes(_ core: _MapCore) -> [_AnyNode] { core.aliasNodes(of: self) }
+
+  override func reference(forKey key: [UInt8]) -> EntityReference? {
+    (try? ops.decodeID(key)).map { EntityReference(T.self, id: $0) }
+  }
+
+  /// Whether this map changed the entity `id` since the store last took its writes: a change
+  /// not yet applied, or one applied while a prefetch is outstanding (see
+  /// `_Persistence.noteApplied(_:)`). For a sync (`_MapCore.applyExternal(_:)`).
+  func changedSinceApplied(_ id: T.ID) -> Bool {
+    if isTouched(id) { return true }
+    if case .unknown = unapplied(id) { return false }
+    return true
   }
 
   /// Marks `id` as unreadable until the write under way ends.

@@ -1,4 +1,5 @@
 import Dispatch
+import _ConcordAtomics
 
 /// A map's link to its ``PersistentStore``: what the committing write hands over, the
 /// background writer that applies it, and the changes committed but not yet applied, which
@@ -92,10 +93,43 @@ final class _Persistence: @unchecked Sendable {
   /// The first error since the last flush. Under `errorLock`.
   private var firstError: (any Error)?
 
+  // MARK: Sharing (see `_MapCore.syncExternalChanges()`)
+
+  /// Whether other processes commit to the store too (`PersistentStore.isShared`).
+  let isShared: Bool
+  /// The error every write meets, for a store that never writes
+  /// (`PersistentStore.writeRefusal`): commits then hand nothing over.
+  let refusal: (any Error)?
+  /// Whether the write under way applies another process's commits, which came from the store
+  /// and never go back to it. Set by `beginExternal()`, cleared when the write hands over.
+  private(set) var applyingExternal = false
+  /// Whether commits hand nothing over: `applyingExternal`, or a store that refuses writes.
+  /// NB: one flag for the commit's hot path to test, without an exclusivity check in release
+  /// builds (as `current`): the map's lock makes every access exclusive.
+  #if DEBUG
+    @usableFromInline private(set) var diverts = false
+  #else
+    @exclusivity(unchecked) @usableFromInline private(set) var diverts = false
+  #endif
+  /// Whether the map watches the store for other processes' commits.
+  var watching = false
+  /// One sync at a time, in the order they read the store; `syncOwner` is the thread (its
+  /// index + 1) running one, under `ownerLock`.
+  private let syncLock = Lock()
+  private let ownerLock = Lock()
+  private var syncOwner = 0
+
   init(store: any PersistentStore, logger: (any IdentityMapLogger)?, mapLock: ReadWriteLock) {
     self.store = store
     self.logger = logger
     self.mapLock = mapLock
+    isShared = store.isShared
+    refusal = store.writeRefusal
+    diverts = refusal != nil
+  }
+
+  deinit {
+    if watching { store.observeExternalChanges(nil) }
   }
 
   /// Adds a newly persisted type.
@@ -114,6 +148,10 @@ final class _Persistence: @unchecked Sendable {
   func handOver() {
     if !unreadableTypes.isEmpty || !unreadableAliases.isEmpty { forgetUnreadable() }
     handOverCurrent()
+    if applyingExternal {
+      applyingExternal = false
+      diverts = refusal != nil
+    }
     guard hasOpen, !isWriting else { return }
     isWriting = true
     // NB: the writer starts a moment later, so that the commits made meanwhile join its
@@ -143,6 +181,12 @@ final class _Persistence: @unchecked Sendable {
   @usableFromInline
   func handOverCurrent() {
     guard !current.isEmpty else { return }
+    guard !diverts else {
+      // NB: a deletion of a kind, an alias or a tombstone's record, in a map whose store
+      // refuses writes: the flush says so (the entities' and aliases' writes are logged).
+      if !applyingExternal { noteRefused() }
+      return current.removeAll(keepingCapacity: true)
+    }
     for op in current { op.handOver(to: self) }
     current.removeAll(keepingCapacity: true)
     hasOpen = true
@@ -242,6 +286,7 @@ final class _Persistence: @unchecked Sendable {
       }
     }
     for op in encoded.unencodableAliases { stuckAliases[op.name] = op }
+    if prefetching > 0 { noteApplied(layers) }
     // NB: every type, those named while the writer wrote included.
     for persisted in self.types { released.append(persisted.applied(layers)) }
     inFlight.removeAll()
@@ -276,6 +321,93 @@ final class _Persistence: @unchecked Sendable {
       }
     }
     return (changes, unencodable)
+  }
+
+  // MARK: Diverting (a store that refuses writes, another process's commits)
+
+  /// The write under way applies another process's commits: nothing it commits is handed over.
+  func beginExternal() {
+    applyingExternal = true
+    diverts = true
+  }
+
+  /// A commit of `target` was not handed over: logged, and thrown by the next flush, when the
+  /// store refuses writes; nothing when it came from another process.
+  @usableFromInline
+  func divert(_ target: IdentityMapEvent.Target, _ core: _MapCore) {
+    guard !applyingExternal, refusal != nil else { return }
+    core.outbox.log { .notPersisted(target) }
+    noteRefused()
+  }
+
+  /// Keeps the store's refusal as the first error since the last flush, once per flush.
+  private func noteRefused() {
+    guard let refusal else { return }
+    errorLock.withLock {
+      if firstError == nil { firstError = refusal }
+    }
+  }
+
+  /// Logs `message` as a persistence failure, without keeping it for the next flush: a failed
+  /// sync, which the next sync tries again.
+  func log(_ message: String) {
+    logger?.log(.persistenceFailed(message))
+  }
+
+  // MARK: Syncing
+
+  /// Runs `body` as the map's one sync; nothing, returning at once, when the calling thread is
+  /// running a sync already (a callback of it syncs: the sync under way goes on after it).
+  func syncing(_ body: () throws -> Void) rethrows {
+    let thread = _concord_thread_index() + 1
+    guard ownerLock.withLock({ syncOwner != thread }) else { return }
+    syncLock.lock()
+    ownerLock.withLock { syncOwner = thread }
+    defer {
+      ownerLock.withLock { syncOwner = 0 }
+      syncLock.unlock()
+    }
+    try body()
+  }
+
+  /// On the writer, once everything handed over is applied (or failed) and before it applies
+  /// anything else: runs `prepare` under the map's lock, then reads what other processes
+  /// committed. So every commit of this map that the store has not taken yet is newer, in the
+  /// store, than everything read. `prepare` begins a prefetch (see `_MapCore`), which
+  /// `failed` ends, under the map's lock, when the read throws.
+  func readExternal(prepare: () -> Void, failed: () -> Void) throws -> PersistentExternalChanges {
+    try writer.sync {
+      mapLock.withLock { isWriting = true }
+      write()
+      mapLock.withLock(prepare)
+      do {
+        return try store.externalChanges()
+      } catch {
+        mapLock.withLock(failed)
+        throw error
+      }
+    }
+  }
+
+  /// Whether this map changed the alias `name` since the store last took its writes: a change
+  /// not yet applied (a deletion of all aliases, or of a kind's, included), or one applied
+  /// while a prefetch is outstanding (see `noteApplied(_:)`). Under the map's lock.
+  func changedSinceApplied(alias name: String) -> Bool {
+    if isTouched(alias: name) || stuckAliases[name] != nil { return true }
+    for op in current {
+      if (op as? _AliasOp)?.name == name || op is _WipeOp { return true }
+    }
+    return CollectionOfOne(open).contains { layer in
+      layer.aliases[name] != nil || layer.wipesEverything || !layer.wipedAliasKinds.isEmpty
+    }
+      || inFlight.contains { layer in
+        layer.aliases[name] != nil || layer.wipesEverything || !layer.wipedAliasKinds.isEmpty
+      }
+  }
+
+  /// The persisted types by kind, for decoding what the store read. Under the map's lock.
+  func typesByKind() -> [String: _AnyPersisted] {
+    Dictionary(types.map { ($0.kind, $0) }, uniquingKeysWith: { first, _ in first })
   }
 
   /// Keeps the first error since the last flush, and logs it.
@@ -337,25 +469,21 @@ final class _Persistence: @unchecked Sendable {
     prefetching += 1
   }
 
-  /// A prefetch starts reading `persisted`'s type: the entities of its changes not yet applied
-  /// count as touched, since the store may hold them, or not yet, when the prefetch reads.
-  @usableFromInline
-  func noteReading(_ persisted: _AnyPersisted) {
-    let wiped =
-      wipes(persisted.kind, aliases: false, in: open)
-      || inFlight.contains { wipes(persisted.kind, aliases: false, in: $0) }
-    persisted.touchUnapplied(wiped: wiped)
-  }
-
-  /// A prefetch starts reading aliases: those the changes not yet applied name count as
-  /// touched, as `noteReading(_:)` says of entities.
-  @usableFromInline
-  func noteReadingAliases() {
-    for layer in CollectionOfOne(open) + inFlight {
+  /// The writer applied `layers` while a prefetch is outstanding, which may have read the
+  /// store before or after: what they change counts as touched. (A change not yet applied
+  /// needs nothing: a read under the lock finds it among the unapplied changes first.)
+  ///
+  /// - Complexity: O(the layers' changes), once per layer applied, whatever the number of
+  ///   prefetches.
+  func noteApplied(_ layers: [_StoreLayer]) {
+    for persisted in types {
+      persisted.touchApplied(
+        wiped: layers.contains { wipes(persisted.kind, aliases: false, in: $0) })
+    }
+    for layer in layers {
       touchedAliases.formUnion(layer.aliases.keys)
       if layer.wipesEverything || !layer.wipedAliasKinds.isEmpty { touchesAllAliases = true }
     }
-    touchedAliases.formUnion(stuckAliases.keys)
   }
 
   /// Whether the alias `name` may have changed in the store since a prefetch began reading.

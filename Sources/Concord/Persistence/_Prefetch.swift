@@ -6,10 +6,10 @@
 //
 // What changed meanwhile wins. While any prefetch is outstanding, every change a commit hands
 // over for the store notes its entity as touched in its type's `_Persisted` (a deletion of a
-// whole kind touches all of it); a prefetch also notes, when it starts reading a type, the
-// entities of the changes not yet applied. A touched entity is never answered from a
-// prefetch: its read goes to the changes not yet applied, then to the store, under the lock,
-// as before. An entity in memory at admission is never replaced by a load. So a write that
+// whole kind touches all of it), and so does every change the writer applies to the store
+// (`_Persistence.noteApplied(_:)`), since the prefetch may have read before or after it. A
+// read under the lock looks at the changes not yet applied first; then a touched entity is
+// never answered from a prefetch: it is read from the store, under the lock, as before. An entity in memory at admission is never replaced by a load. So a write that
 // came in between wins by the usual rules, a removal in between is not undone (its tombstone or
 // deletion is among the unapplied changes, or read from the store), and an entity that
 // reached the store in between is read again.
@@ -61,11 +61,10 @@ final class _Prefetch: @unchecked Sendable {
   /// it.
   @inlinable
   func want<T: Identifiable & Sendable>(
-    _ id: T.ID, of persisted: _Persisted<T>, in table: _Table<T>, _ persistence: _Persistence
+    _ id: T.ID, of persisted: _Persisted<T>, in table: _Table<T>
   ) {
     guard table.node(id) == nil else { return }
     let typed = of(persisted)
-    typed.noteReading(persistence)
     if typed.results[id] == nil { typed.wanted.append(id) }
   }
 
@@ -73,32 +72,27 @@ final class _Prefetch: @unchecked Sendable {
   /// type, and for the entities it names that memory lacks.
   @inlinable
   func want<T: Identifiable & Sendable>(
-    alias name: String, of persisted: _Persisted<T>, _ persistence: _Persistence
+    alias name: String, of persisted: _Persisted<T>
   ) {
     let typed = of(persisted)
-    typed.noteReading(persistence)
-    persistence.noteReadingAliases()
     if typed.aliases[name] == nil { typed.wantedAliases.append(name) }
   }
 
   /// Under the map's lock: asks for the record of a resource's answer `name`, which names
   /// entities of `persisted`'s type, and for the entities it names that memory lacks.
   func want<T: Identifiable & Sendable>(
-    answer name: String, of persisted: _Persisted<T>, _ persistence: _Persistence
+    answer name: String, of persisted: _Persisted<T>
   ) {
     let typed = of(persisted)
-    typed.noteReading(persistence)
-    persistence.noteReadingAliases()
     if typed.answers[name] == nil { typed.wantedAnswers.append(name) }
   }
 
   /// Under the map's lock: asks for every entity of `persisted`'s type the store has.
   @inlinable
   func wantAll<T: Identifiable & Sendable>(
-    of persisted: _Persisted<T>, _ persistence: _Persistence
+    of persisted: _Persisted<T>
   ) {
     let typed = of(persisted)
-    typed.noteReading(persistence)
     typed.wantsAll = true
   }
 }
@@ -106,9 +100,6 @@ final class _Prefetch: @unchecked Sendable {
 /// What a prefetch read of one persisted type; see `_Prefetched`.
 @usableFromInline
 class _AnyPrefetched {
-  /// Whether the entities of the changes not yet applied were noted as touched for this
-  /// prefetch (see `_Persistence.noteReading(_:)`).
-  @usableFromInline var noted = false
   /// How far the admission of the whole kind went in `_Prefetched.listed`.
   @usableFromInline var cursor = 0
 
@@ -165,14 +156,6 @@ final class _Prefetched<T: Identifiable & Sendable>: _AnyPrefetched {
   @inlinable
   init(_ persisted: _Persisted<T>) {
     self.persisted = persisted
-  }
-
-  /// Under the map's lock: notes, once per prefetch, that it reads the type.
-  @inlinable
-  func noteReading(_ persistence: _Persistence) {
-    guard !noted else { return }
-    noted = true
-    persistence.noteReading(persisted)
   }
 
   override var hasWanted: Bool {
@@ -256,7 +239,8 @@ final class _Prefetched<T: Identifiable & Sendable>: _AnyPrefetched {
       if case .saved(let value, _) = fetched { decoded.append(value) }
     }
     guard !schema.accessors.isEmpty else { return }
-    for value in decoded { nested.visitNested(in: value, schema: schema) }
+    let visitor = _NestedVisitor(wanted: nested)
+    for value in decoded { visitor.visitNested(in: value, schema: schema) }
   }
 }
 
@@ -287,17 +271,20 @@ enum _Fetched<T> {
 /// The entities a prefetch is to read next: those its decoded values nest, typed, before the
 /// map's lock says which are persisted and missing from memory.
 @usableFromInline
-final class _WantedEntities: _NestedVisitor {
+final class _WantedEntities {
   /// The ids met, by entity type, each type's in a `_WantedIDs`.
   @usableFromInline var types: [ObjectIdentifier: _AnyWantedIDs] = [:]
 
-  @usableFromInline
-  override func visit<C: Identifiable & Sendable>(_ child: C) {
+  @usableFromInline init() {}
+
+  /// Notes `child` and the entities it nests, at any depth: a step of `visitor`'s walk.
+  @inlinable
+  func visit<C: Identifiable & Sendable>(_ child: C, _ visitor: _NestedVisitor) {
     let wanted = ids(of: C.self)
     wanted.ids.append(child.id)
     // NB: every depth, as `_MapCore.loadMissing(in:schema:)` loads them when the value is
     // admitted.
-    visitNested(in: child, schema: wanted.schema)
+    visitor.visitNested(in: child, schema: wanted.schema)
   }
 
   @inlinable var isEmpty: Bool { types.isEmpty }
@@ -344,11 +331,10 @@ final class _WantedIDs<C: Identifiable & Sendable>: _AnyWantedIDs {
       core.lock.lockAfterWaitingReaders()
       defer { core.lock.unlock() }
       let goesOn = { () -> Bool in
-        guard let persistence = core.persistence, let table = core.existingTable(for: C.self)
-        else { return false }
+        guard let table = core.existingTable(for: C.self) else { return false }
         let typed = unsafeDowncast(table.takeUnretainedValue(), to: _Table<C>.self)
         guard let persisted = typed.persisted else { return false }
-        for id in ids[start..<end] { prefetch.want(id, of: persisted, in: typed, persistence) }
+        for id in ids[start..<end] { prefetch.want(id, of: persisted, in: typed) }
         return true
       }()
       guard goesOn else { return }

@@ -90,9 +90,9 @@ final class _CollectorSink<T: Identifiable & Sendable>: @unchecked Sendable {
     lock.withLock {
       guard !isCancelled else { return }
       let id = change.value.id
-      guard let pending = entries[id] else {
+      // NB: one lookup for an entity's first change since the last drain, the common case.
+      guard let pending = entries.updateValue((change, serial + 1), forKey: id) else {
         serial += 1
-        entries[id] = (change, serial)
         order.append((id, serial))
         return
       }

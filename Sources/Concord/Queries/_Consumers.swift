@@ -1,3 +1,9 @@
+/// A query that matches with a filter (or matches everything), and its filter.
+@usableFromInline
+typealias _FilteredQuery<T: Identifiable & Sendable> = (
+  query: Unmanaged<_QueryNode<T>>, filter: (@Sendable (T) -> Bool)?
+)
+
 /// The live queries, indexes and collectors of entity type `T`: what the change log feeds when
 /// a write to a `T` commits.
 @usableFromInline
@@ -10,12 +16,19 @@ final class _Consumers<T: Identifiable & Sendable> {
   /// every write of a `T`, neither retains each query nor loads each closure from it. A query
   /// is listed only while started, and detaches before its node can go (rule 8 of
   /// `_Lifetime.swift`): a purge detaches it, and the purged node waits in the graveyard.
-  @usableFromInline var filtered:
-    [(query: Unmanaged<_QueryNode<T>>, filter: (@Sendable (T) -> Bool)?)] =
-      []
-  /// Indexes, each on one key path, with their queries.
-  @usableFromInline var indexes: [_AnyIndex<T>] = []
-  @usableFromInline var sinks: [_CollectorSink<T>] = []
+  ///
+  /// NB: see `_AnyNode.s` on exclusivity checks: these three are read on every write of a `T`.
+  #if DEBUG
+    @usableFromInline var filtered: [_FilteredQuery<T>] = []
+    /// Indexes, each on one key path, with their queries.
+    @usableFromInline var indexes: [_AnyIndex<T>] = []
+    @usableFromInline var sinks: [_CollectorSink<T>] = []
+  #else
+    @exclusivity(unchecked) @usableFromInline var filtered: [_FilteredQuery<T>] = []
+    /// Indexes, each on one key path, with their queries.
+    @exclusivity(unchecked) @usableFromInline var indexes: [_AnyIndex<T>] = []
+    @exclusivity(unchecked) @usableFromInline var sinks: [_CollectorSink<T>] = []
+  #endif
   /// Queries (filtered or indexed) and collectors attached.
   @usableFromInline var count = 0
   @inlinable

@@ -53,10 +53,12 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
   #if DEBUG
     /// The members, in the order of `value`.
     @usableFromInline var members: [_QueryMember<T>] = []
-    @usableFromInline var memberIDs: Set<ObjectIdentifier> = []
+    /// The members' identities, made at the first write that needs them (`isMember(_:)`): a
+    /// query opened and closed with no write of its type never hashes its members.
+    @usableFromInline var memberIDs: Set<ObjectIdentifier>?
   #else
     @exclusivity(unchecked) @usableFromInline var members: [_QueryMember<T>] = []
-    @exclusivity(unchecked) @usableFromInline var memberIDs: Set<ObjectIdentifier> = []
+    @exclusivity(unchecked) @usableFromInline var memberIDs: Set<ObjectIdentifier>?
   #endif
   /// Whether the query is attached to its consumers and holds its members.
   @usableFromInline var isStarted = false
@@ -122,11 +124,22 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
     return low
   }
 
+  /// Whether `node` is a member; the first call makes the set of the members' identities.
+  ///
+  /// - Complexity: O(1), and O(members) at the first call.
+  @inlinable
+  func isMember(_ node: _EntityNode<T>) -> Bool {
+    if let memberIDs { return memberIDs.contains(ObjectIdentifier(node)) }
+    let made = Set(members.lazy.map { ObjectIdentifier($0.node.takeUnretainedValue()) })
+    memberIDs = made
+    return made.contains(ObjectIdentifier(node))
+  }
+
   /// The position of `node` in the result, if it is a member, found with `old`, its value
   /// when the query last saw it.
   @inlinable
   func position(of node: _EntityNode<T>, old: T?) -> Int? {
-    guard memberIDs.contains(ObjectIdentifier(node)) else { return nil }
+    guard isMember(node) else { return nil }
     if let old {
       let index = insertionIndex(old, node.sequence)
       if index < members.count && members[index].is(node) { return index }
@@ -149,7 +162,7 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
       let index = insertionIndex(new, sequence)
       value.insert(new, at: index)
       members.insert(_QueryMember(node), at: index)
-      memberIDs.insert(ObjectIdentifier(node))
+      memberIDs?.insert(ObjectIdentifier(node))
       core.lifetime.hold(node, pinning: core)
       return
     }
@@ -178,8 +191,38 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
     core.journal.touch(self, core.audience)
     value.remove(at: index)
     members.remove(at: index)
-    memberIDs.remove(ObjectIdentifier(node))
+    memberIDs?.remove(ObjectIdentifier(node))
     core.dropExternalHold(on: node)
+  }
+
+  /// Sorts `positions`, into `values` and their `members`, in the query's order (`precedes`).
+  ///
+  /// NB: with one call of the comparator per comparison instead of up to two: by the
+  /// comparator, then each run of equivalent neighbours by sequence, found with one more call
+  /// per neighbour (once sorted, `!order(next, previous)` holds).
+  @inlinable
+  static func sort(
+    _ buffer: UnsafeMutableBufferPointer<Int>, of values: UnsafeBufferPointer<T>,
+    _ members: UnsafeBufferPointer<_QueryMember<T>>, by order: (@Sendable (T, T) -> Bool)?
+  ) {
+    var positions = buffer
+    guard let order else {
+      positions.sort { members[$0].sequence < members[$1].sequence }
+      return
+    }
+    positions.sort { order(values[$0], values[$1]) }
+    var start = 0
+    while start < positions.count {
+      var end = start + 1
+      while end < positions.count && !order(values[positions[end - 1]], values[positions[end]]) {
+        end += 1
+      }
+      if end - start > 1 {
+        var run = UnsafeMutableBufferPointer(rebasing: positions[start..<end])
+        run.sort { members[$0].sequence < members[$1].sequence }
+      }
+      start = end
+    }
   }
 
   /// Fills the result with `nodes`, which match, and holds them. They are unretained: their
@@ -192,16 +235,20 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
     // query is told of its first result at commit.
     core.journal.touch(self, core.audience)
     // NB: the nodes stay unmanaged: a strong array of them retains and releases each one.
-    var entries = nodes.map { slot in
-      slot._withUnsafeGuaranteedRef { (member: _QueryMember($0), value: $0.value) }
+    let members = nodes.map { $0._withUnsafeGuaranteedRef { _QueryMember($0) } }
+    let values = nodes.map { $0._withUnsafeGuaranteedRef { $0.value } }
+    // NB: positions are sorted, not the members and values: a comparison moves two integers.
+    var positions = Array(values.indices)
+    members.withUnsafeBufferPointer { members in
+      values.withUnsafeBufferPointer { values in
+        positions.withUnsafeMutableBufferPointer { positions in
+          Self.sort(positions, of: values, members, by: areInIncreasingOrder)
+        }
+      }
     }
-    let order = areInIncreasingOrder
-    entries.sort {
-      Self.precedes($0.value, $0.member.sequence, $1.value, $1.member.sequence, by: order)
-    }
-    value = entries.map(\.value)
-    members = entries.map(\.member)
-    memberIDs = Set(nodes.lazy.map { ObjectIdentifier($0.takeUnretainedValue()) })
+    value = positions.map { values[$0] }
+    self.members = positions.map { members[$0] }
+    memberIDs = nil
     for node in nodes { node._withUnsafeGuaranteedRef { core.lifetime.hold($0, pinning: core) } }
     isStarted = true
   }
@@ -220,7 +267,7 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
     consumers = nil
     let dropped = members
     members = []
-    memberIDs = []
+    memberIDs = nil
     for member in dropped {
       member.node._withUnsafeGuaranteedRef {
         core.dropExternalHold(on: $0)
@@ -232,8 +279,9 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
   @usableFromInline
   var problem: String? {
     guard isStarted else { return "a live query was never started" }
-    guard members.count == value.count, memberIDs.count == members.count else {
-      return "\(value.count) values, \(members.count) members, \(memberIDs.count) ids"
+    guard members.count == value.count, (memberIDs?.count ?? members.count) == members.count
+    else {
+      return "\(value.count) values, \(members.count) members, \(memberIDs?.count ?? -1) ids"
     }
     let equality = table.schema.equality
     for (index, member) in members.enumerated() {
@@ -241,7 +289,7 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
       guard node.s.flags.contains(.registered), !node.s.flags.contains(.removed) else {
         return "member \(index) of \(T.self) is not stored"
       }
-      guard memberIDs.contains(ObjectIdentifier(node)), node.externalHolds > 0 else {
+      guard memberIDs?.contains(ObjectIdentifier(node)) ?? true, node.externalHolds > 0 else {
         return "member \(index) of \(T.self) is not held"
       }
       if let equality, !equality.equal(value[index], node.value) {

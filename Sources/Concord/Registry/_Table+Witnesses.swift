@@ -28,11 +28,8 @@ extension _Table {
     hooks.unregister = { node, core in
       let node = entity(node)
       let table = node.table
-      // NB: buried before the table gives back its retain, which may be the node's last one:
-      // `node` is borrowed, and an optimized build does not retain it. Buried when it was not
-      // the table's entry too, it is only released after the lock, as any node a write drops.
-      core.outbox.bury(node)
-      guard table.remove(node) else { return }
+      guard let removed = table.remove(node) else { return }
+      core.outbox.bury(removed)
       node.s.flags.remove(.registered)
       core.registry.liveCount -= 1
       // NB: a removal reaches the indexes with the change log; a release never does.
@@ -57,7 +54,7 @@ extension _Table {
     hooks.feedConsumers = { node, kind, saved, stampBefore, core in
       let node = entity(node)
       let table = node.table
-      table.persisted?._record(node, kind, stampBefore: stampBefore)
+      table.persisted?._record(node, kind, stampBefore: stampBefore, core)
       guard let consumers = table.consumers else { return }
       consumers._feed(node, kind, old: saved >= 0 ? table.stash.values[Int(saved)] : nil, core)
     }
@@ -153,12 +150,17 @@ extension _Table {
       else { return }
       core.reload(node, from: persisted, make: make)
     }
+    hooks.applyExternal = { node, change, core in
+      let node = alias(node)
+      guard node.persists, let change = change as? _ExternalAlias<T> else { return }
+      core.applyExternal(change, to: node, make: make)
+    }
     hooks.wantAlias = { node, prefetch, persistence in
       let node = alias(node)
       guard node.persists,
         let persisted = unsafeDowncast(node.witness.table, to: _Table<T>.self).persisted
       else { return }
-      prefetch.want(alias: node.id.name, of: persisted, persistence)
+      prefetch.want(alias: node.id.name, of: persisted)
     }
     hooks.feedConsumers = { node, kind, _, stampBefore, core in
       let node = alias(node)
@@ -166,6 +168,7 @@ extension _Table {
         let persisted = unsafeDowncast(node.witness.table, to: _Table<T>.self).persisted,
         kind != .unchanged || !node.s.stamp._isSame(as: stampBefore)
       else { return }
+      if persistence.diverts { return persistence.divert(.alias(node.id.name), core) }
       persistence.current.append(
         persisted.aliasChange(
           name: node.id.name, entities: node.value.map(entities),

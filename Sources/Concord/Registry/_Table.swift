@@ -143,7 +143,7 @@ struct _TableQueries {
       wantAggregates: { erased, prefetch, persistence in
         let table = table(erased)
         guard let persisted = table.persisted, !table.schema.isLeaf else { return }
-        prefetch.wantAll(of: persisted, persistence)
+        prefetch.wantAll(of: persisted)
       },
       reloadFromStore: { erased, core in
         let table = table(erased)
@@ -153,7 +153,6 @@ struct _TableQueries {
         let table = table(erased)
         guard let persisted = table.persisted else { return }
         let typed = prefetch.of(persisted)
-        typed.noteReading(persistence)
         table.slots.forEachNode { typed.wanted.append($0.takeUnretainedValue().value.id) }
         typed.wantsTombstones = true
         if table.consumers?.queryNodes.isEmpty == false { typed.wantsAll = true }
@@ -255,16 +254,17 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
     return slot._withUnsafeGuaranteedRef { body($0, created) }
   }
 
-  /// Takes `node` out if it is its id's entry, and gives back the table's retain of it.
-  /// Returns whether it was there. The caller must hold `node` with a retain of its own
-  /// first (the write's graveyard, so that it is released after the lock: rules 2 and 3 of
-  /// `_Lifetime.swift`): the table's may be the last one.
+  /// Takes `node` out if it is its id's entry, and returns it with the table's retain, for
+  /// the caller to bury in the write's graveyard, so that it is released after the lock (rules
+  /// 2 and 3 of `_Lifetime.swift`); `nil` when it was not there.
+  ///
+  /// NB: the retain is handed over, not dropped: the caller may hold `node` unretained (a
+  /// purge borrows its candidates), and the table's retain may be the last.
   @inlinable
-  func remove(_ node: _EntityNode<T>) -> Bool {
+  func remove(_ node: _EntityNode<T>) -> _EntityNode<T>? {
     let slot = Unmanaged.passUnretained(node)
-    guard slots.remove(node.value.id, ifNodeIs: slot) else { return false }
-    slot.release()
-    return true
+    guard slots.remove(node.value.id, ifNodeIs: slot) else { return nil }
+    return slot.takeRetainedValue()
   }
 
   /// Makes `node` its id's entry again, and returns the node it replaced, if any.

@@ -124,6 +124,9 @@ final class _Witness {
   /// For an alias that persists: asks `prefetch` for its record and the entities it names
   /// (see `_Prefetch.swift`).
   let wantAlias: (_AnyNode, _Prefetch, _Persistence) -> Void
+  /// For an alias that persists: applies another process's commit of its record, an
+  /// `_ExternalAlias` of its entity type (see `_ExternalChanges.swift`).
+  let applyExternal: (_AnyNode, _ExternalChange, _MapCore) -> Void
   /// For a query node nobody holds any more: stops maintaining it, gives back its holds.
   let detachConsumer: (_AnyNode, _MapCore) -> Void
   /// For an entity: a shadow for optimistic layers over the value saved at an index (or the
@@ -167,6 +170,7 @@ final class _Witness {
     entomb: @escaping (_AnyNode, _MapCore) -> Void,
     reloadFromStore: @escaping (_AnyNode, _MapCore) -> Void,
     wantAlias: @escaping (_AnyNode, _Prefetch, _Persistence) -> Void,
+    applyExternal: @escaping (_AnyNode, _ExternalChange, _MapCore) -> Void,
     detachConsumer: @escaping (_AnyNode, _MapCore) -> Void,
     makeShadow: @escaping (_AnyNode, Int32, Stamp) -> _AnyShadow?,
     problem: @escaping (_AnyNode, _MapCore) -> String?
@@ -203,6 +207,7 @@ final class _Witness {
     self.entomb = entomb
     self.reloadFromStore = reloadFromStore
     self.wantAlias = wantAlias
+    self.applyExternal = applyExternal
     self.detachConsumer = detachConsumer
     self.makeShadow = makeShadow
     self.problem = problem
@@ -267,7 +272,8 @@ extension _Witness {
       hasConsumers: hooks.hasConsumers, readsOldValues: hooks.readsOldValues,
       feedConsumers: hooks.feedConsumers, persistRemoval: hooks.persistRemoval,
       entomb: hooks.entomb, reloadFromStore: hooks.reloadFromStore, wantAlias: hooks.wantAlias,
-      detachConsumer: hooks.detachConsumer, makeShadow: hooks.makeShadow,
+      applyExternal: hooks.applyExternal, detachConsumer: hooks.detachConsumer,
+      makeShadow: hooks.makeShadow,
       problem: { node, core in
         let typed = _typed(node, Value.self)
         if !typed._slotsMatchChildren() { return "a slot differs from its child's value" }
@@ -301,6 +307,9 @@ struct _WitnessHooks {
   @usableFromInline var entomb: (_AnyNode, _MapCore) -> Void = { _, _ in }
   @usableFromInline var reloadFromStore: (_AnyNode, _MapCore) -> Void = { _, _ in }
   @usableFromInline var wantAlias: (_AnyNode, _Prefetch, _Persistence) -> Void = { _, _, _ in }
+  @usableFromInline var applyExternal: (_AnyNode, _ExternalChange, _MapCore) -> Void = {
+    _, _, _ in
+  }
   @usableFromInline var detachConsumer: (_AnyNode, _MapCore) -> Void = { _, _ in }
   @usableFromInline var makeShadow: (_AnyNode, Int32, Stamp) -> _AnyShadow? = { _, _, _ in nil }
   @usableFromInline var problem: (_AnyNode, _MapCore) -> String? = { _, _ in nil }

@@ -101,8 +101,11 @@ final class _AnswerRecord: _AliasOp, @unchecked Sendable {
   /// never meets an alias's record; the kind and the shape keep apart resources whose keys
   /// share a name but not a value type.
   static func storeName(of name: String, kind: String, list: Bool) -> String {
-    "\u{1}resource:" + (list ? "[\(kind)]" : kind) + ":" + name
+    namePrefix + (list ? "[\(kind)]" : kind) + ":" + name
   }
+
+  /// How every answer record's name starts.
+  static let namePrefix = "\u{1}resource:"
 
   /// The name of the record of the paged list `name` whose entities have `kind`: apart from
   /// a resource's with the same name.

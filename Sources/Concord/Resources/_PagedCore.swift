@@ -132,8 +132,8 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
     case .skip: throw _Skipped()
     case .wait: break
     }
-    return try await withTaskCancellationHandler {
-      try await withCheckedThrowingContinuation { continuation in
+    let outcome = await withTaskCancellationHandler {
+      await withCheckedContinuation { continuation in
         let now = self.now
         // NB: as in `_ResourceCore.demand(_:)`, the cancellation is read under the lock.
         let effects = lock.withLock {
@@ -147,6 +147,8 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
       let now = self.now
       perform(lock.withLock { machine.cancelWaiter(id, at: now) })
     }
+    // NB: `unsafeDowncast`: the machine only boxes its items (debug builds check the cast).
+    return unsafeDowncast(try outcome.get(), to: _Answer<[T]>.self).value
   }
 
   func invalidate() {
@@ -256,14 +258,16 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
     for task in effects.cancelled { task.cancel() }
     if let delivery = effects.delivery {
       for observer in delivery.to {
-        observer.deliver(delivery.state, version: delivery.version, deliveryLock)
+        // NB: `unsafeDowncast`: the machine's observers are the ones `observe` made.
+        unsafeDowncast(observer, to: _Subscriber<PagedState<T>>.self)
+          .deliver(delivery.state, version: delivery.version, deliveryLock)
       }
     }
     for fetch in effects.startFetches { startFetch(fetch.id, fetch.end) }
     for timer in effects.timers {
       startTimer(timer.kind, generation: timer.generation, timer.duration)
     }
-    for (continuation, result) in effects.resumed { continuation.resume(with: result) }
+    for (continuation, outcome) in effects.resumed { continuation.resume(returning: outcome) }
     if effects.letGo { letGo() }
   }
 

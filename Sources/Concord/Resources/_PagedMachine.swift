@@ -138,11 +138,11 @@ struct _PagedAnswer<T: Sendable> {
 
 /// The fetches of a paged list in flight: one per end at most.
 @usableFromInline
-struct _PagedFetches<T: Sendable> {
-  @usableFromInline var head: _ResourceFetch<[T]>?
-  @usableFromInline var tail: _ResourceFetch<[T]>?
+struct _PagedFetches {
+  @usableFromInline var head: _ResourceFetch?
+  @usableFromInline var tail: _ResourceFetch?
 
-  subscript(end: _PagedEnd) -> _ResourceFetch<[T]>? {
+  subscript(end: _PagedEnd) -> _ResourceFetch? {
     get { end == .head ? head : tail }
     set { if end == .head { head = newValue } else { tail = newValue } }
   }
@@ -170,6 +170,16 @@ enum _PagedDemand {
   case loadOlder
 }
 
+/// What a demand of a paged list gets at once; see `_ResourceDecision`.
+enum _PagedDecision<T: Sendable> {
+  case answer([T])
+  case fail(any Error)
+  /// Nothing to do (a `revalidate` of a list that needs none).
+  case skip
+  /// It must wait for a fetch.
+  case wait
+}
+
 /// What a transition of a paged list leaves to do once its lock is released; see
 /// `_ResourceEffects`.
 struct _PagedEffects<T: Sendable> {
@@ -177,8 +187,11 @@ struct _PagedEffects<T: Sendable> {
   /// The fetches to start: which end, and its id.
   var startFetches: [(end: _PagedEnd, id: UInt64)] = []
   var timers: [(kind: _ResourceTimerKind, generation: UInt64, duration: Duration)] = []
-  var resumed: [(CheckedContinuation<[T], any Error>, Result<[T], any Error>)] = []
-  var delivery: (state: PagedState<T>, version: UInt64, to: [_Subscriber<PagedState<T>>])?
+  /// Callers to resume, each with its outcome: the items boxed (an `_Answer<[T]>`), or an
+  /// error. The waiters are the resources' (`_ResourceWaiter`), which wait for a boxed answer.
+  var resumed: [(CheckedContinuation<_ResourceOutcome, Never>, _ResourceOutcome)] = []
+  /// A new state for the observers `to`, each a `_Subscriber<PagedState<T>>`.
+  var delivery: (state: PagedState<T>, version: UInt64, to: [_AnySubscriber])?
   var letGo = false
   /// What the list let go of, released after the lock (its entities' deinits are user code).
   var released: [[T]] = []
@@ -191,14 +204,14 @@ struct _PagedMachine<T: Sendable> {
   /// `settings.staleAfter`, in seconds.
   @usableFromInline let staleAfter: Double
   @usableFromInline var answer = _PagedAnswer<T>()
-  @usableFromInline var fetches = _PagedFetches<T>()
+  @usableFromInline var fetches = _PagedFetches()
   /// The last fetch's error.
   var error: (any Error)? {
     didSet { details = _PagedDetails(fetchedAt: answer.fetchedAt, error: error) }
   }
   /// The list's `fetchedAt` and `error`, boxed for its states; see `PagedState`.
   @usableFromInline var details: _PagedDetails?
-  var audience = _ResourceAudience<PagedState<T>>()
+  var audience = _ResourceAudience()
   var timers = _ResourceTimers()
   /// The version of the newest state handed to observers.
   var version: UInt64 = 1
@@ -277,7 +290,7 @@ struct _PagedMachine<T: Sendable> {
   /// `demand` from a caller not yet waiting: an answer at once (starting a background
   /// refresh if the list is stale), or `.wait`.
   mutating func begin(_ demand: _PagedDemand, at now: Date?, isCancelled: Bool)
-    -> (_ResourceDecision<[T]>, _PagedEffects<T>)
+    -> (_PagedDecision<T>, _PagedEffects<T>)
   {
     var effects = _PagedEffects<T>()
     switch decide(demand, at: now) {
@@ -294,13 +307,13 @@ struct _PagedMachine<T: Sendable> {
   /// `demand` from a caller ready to wait, `waiter`: decided again, then answered at once or
   /// added to the fetch of its end in flight, which is started if there is none.
   mutating func join(
-    _ demand: _PagedDemand, _ waiter: _ResourceWaiter<[T]>, at now: Date?, isCancelled: Bool
+    _ demand: _PagedDemand, _ waiter: _ResourceWaiter, at now: Date?, isCancelled: Bool
   ) -> _PagedEffects<T> {
     var effects = _PagedEffects<T>()
     switch decide(demand, at: now) {
     case .answer(let items, let refreshing):
       if refreshing { ensureFetch(.head, background: true, at: now, &effects) }
-      effects.resumed.append((waiter.continuation, .success(items)))
+      effects.resumed.append((waiter.continuation, .success(_Answer(items))))
     case .skip:
       effects.resumed.append((waiter.continuation, .failure(_Skipped())))
     case .fetch(let end):
@@ -403,8 +416,12 @@ struct _PagedMachine<T: Sendable> {
     guard let fetch = fetches[end] else { return }
     fetches[end] = nil
     self.error = error
-    let result: Result<[T], any Error> = error.map { .failure($0) } ?? .success(answer.items)
-    for waiter in fetch.waiters { effects.resumed.append((waiter.continuation, result)) }
+    if !fetch.waiters.isEmpty {
+      // NB: one box for every caller.
+      let outcome: _ResourceOutcome =
+        error.map { .failure($0) } ?? .success(_Answer(answer.items))
+      for waiter in fetch.waiters { effects.resumed.append((waiter.continuation, outcome)) }
+    }
     notify(at: now, &effects)
     settle(at: now, &effects)
   }

@@ -34,7 +34,7 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
   /// The slot of the map holding the answer.
   let slot: _AnswerSlot<Value>
   private let lock = Lock()
-  private var machine: _ResourceMachine<Value>
+  private var machine: _ResourceMachine
   /// What the resource keeps beside its state, under `lock` too.
   private var links = _ResourceLinks()
   /// Guards the observers' delivery state (see `_Subscriber`); never held while calling out.
@@ -74,9 +74,10 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
     // resource back.
     let subscription = slot.observer.observe { [weak self] _ in self?.answerChanged() }
     let (value, mapVersion) = slot.read()
+    let answer = _Answer.box(value)
     lock.withLock {
       links.answerSubscription = subscription
-      machine.take(value, mapVersion: mapVersion)
+      machine.take(answer, mapVersion: mapVersion)
     }
   }
 
@@ -102,7 +103,24 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
   /// The state now.
   var state: ResourceState<Value> {
     let now = fetcher.clock.now
-    return lock.withLock { machine.state(at: now) }
+    return state(lock.withLock { machine.state(at: now) })
+  }
+
+  /// What `snapshot` shows, with its answer's value out of its box.
+  private func state(_ snapshot: _ResourceSnapshot) -> ResourceState<Value> {
+    ResourceState(
+      value: snapshot.answer.map(value(of:)), fetchedAt: snapshot.fetchedAt,
+      isStale: snapshot.isStale, isLoading: snapshot.isLoading, error: snapshot.error)
+  }
+
+  /// The value in `answer`, a box of the machine.
+  ///
+  /// NB: `unsafeDowncast`: the machine only ever holds the boxes this core made (debug builds
+  /// check the cast). An instance method, not a static one of `_Answer<Value>`: it finds
+  /// `Value` in the resource's own class metadata, where a static method would look up that of
+  /// `_Answer<Value>` at run time, on every `load()`.
+  private func value(of answer: _AnyAnswer) -> Value {
+    unsafeDowncast(answer, to: _Answer<Value>.self).value
   }
 
   // MARK: Demands
@@ -116,16 +134,16 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
     }
     perform(effects)
     switch decision {
-    case .answer(let value): return value
+    case .answer(let answer): return value(of: answer)
     case .fail(let error): throw error
     case .skip: throw _Skipped()
     case .wait: break
     }
-    return try await withTaskCancellationHandler {
-      try await withCheckedThrowingContinuation { continuation in
-        let now = fetcher.clock.now
+    let outcome = await withTaskCancellationHandler {
+      await withCheckedContinuation { continuation in
         // NB: the task's cancellation is read under the lock, as the handler below takes it:
-        // a cancellation either comes before (and is seen here) or finds the waiter.
+        // a cancellation either comes before (and is seen here) or finds the waiter. The time
+        // is the demand's: nothing suspended since `begin`, so the clock is not read again.
         let effects = lock.withLock {
           machine.join(
             demand, _ResourceWaiter(id: id, continuation: continuation), at: now,
@@ -137,6 +155,7 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
       let now = fetcher.clock.now
       perform(lock.withLock { machine.cancelWaiter(id, at: now) })
     }
+    return value(of: try outcome.get())
   }
 
   func invalidate() {
@@ -168,21 +187,21 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
     includingCurrentState: Bool, _ onChange: @escaping @Sendable (ResourceState<Value>) -> Void
   ) -> Subscription {
     let now = fetcher.clock.now
-    let (observer, state, version, effects) = lock.withLock {
+    let (observer, snapshot, version, effects) = lock.withLock {
       // NB: without the current state, it starts at the current version, so that only later
       // states reach it; with it, below every version, so that the current state itself goes
       // through the ordered path and a newer one delivered meanwhile is never overtaken.
       let observer = _Subscriber<ResourceState<Value>>(
         lastVersion: includingCurrentState ? 0 : machine.version, onValue: onChange)
-      let (state, version, effects) = machine.addObserver(observer, at: now)
-      return (observer, state, version, effects)
+      let (snapshot, version, effects) = machine.addObserver(observer, at: now)
+      return (observer, snapshot, version, effects)
     }
     perform(effects)
     // NB: nonisolated(unsafe): a subscriber's delivery state is only touched while holding
     // `deliveryLock`, and the machine's list of observers while holding `lock`.
     nonisolated(unsafe) let removed = observer
     let subscription = slot.subscription { [self] in removeObserver(removed) }
-    if includingCurrentState { observer.deliver(state, version: version, deliveryLock) }
+    if includingCurrentState { observer.deliver(state(snapshot), version: version, deliveryLock) }
     return subscription
   }
 
@@ -201,8 +220,9 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
   /// The map changed the answer: it is read again, with the map's version, and offered.
   private func answerChanged() {
     let (value, mapVersion) = slot.read()
+    let answer = _Answer.box(value)
     let now = fetcher.clock.now
-    perform(lock.withLock { machine.offer(value, mapVersion: mapVersion, at: now) })
+    perform(lock.withLock { machine.offer(answer, mapVersion: mapVersion, at: now) })
   }
 
   // MARK: Acting
@@ -214,19 +234,32 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
   /// reaches them before the state of its end can (a newer version would make them skip the
   /// older one), and before the callers are resumed, so that a caller that awaited a fetch finds
   /// its observers told.
-  private func perform(_ effects: _ResourceEffects<Value>) {
+  private func perform(_ effects: _ResourceEffects) {
     for task in effects.cancelled { task.cancel() }
-    if let delivery = effects.delivery {
-      for observer in delivery.to {
-        observer.deliver(delivery.state, version: delivery.version, deliveryLock)
-      }
-    }
+    if let delivery = effects.delivery { deliver(delivery) }
     if let id = effects.startFetch { startFetch(id) }
     for timer in effects.timers {
       startTimer(timer.kind, generation: timer.generation, timer.duration)
     }
-    for (continuation, result) in effects.resumed { continuation.resume(with: result) }
+    if let resumed = effects.resumed {
+      for waiter in resumed.waiters { waiter.continuation.resume(returning: resumed.outcome) }
+    }
     if effects.letGo { letGo() }
+  }
+
+  /// Tells the observers a new state.
+  ///
+  /// NB: `@inline(never)`: inlined into `perform`, its `ResourceState<Value>` would have
+  /// `perform` look that type's metadata up on entry, on every `load()`, whether or not it
+  /// delivers.
+  @inline(never)
+  private func deliver(_ delivery: _ResourceDelivery) {
+    let state = state(delivery.state)
+    for observer in delivery.to {
+      // NB: `unsafeDowncast`: the machine's observers are the ones `observe` made.
+      unsafeDowncast(observer, to: _Subscriber<ResourceState<Value>>.self)
+        .deliver(state, version: delivery.version, deliveryLock)
+    }
   }
 
   /// Starts the loader's task for the fetch `id`.
@@ -300,10 +333,11 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
       slot.store(
         value, stamp: stamp, record: _StoredAnswerInfo(fetchedAt: now, validator: validator))
       let (stored, mapVersion) = slot.read()
+      let answer = _Answer.box(stored)
       perform(
         lock.withLock {
           machine.land(
-            id, value: stored, mapVersion: mapVersion, fetchedAt: now, validator: validator,
+            id, value: answer, mapVersion: mapVersion, fetchedAt: now, validator: validator,
             at: now)
         })
     case .notModified:

@@ -17,6 +17,13 @@ import Foundation
 // - Observers hear each change once: each transition that changes what a state shows bumps
 //   `version` once (`notify`), and an offer that arrives while a fetch lands waits for the
 //   landing's single notification.
+//
+// NB: nothing here is generic over the resource's value. A `Resource` is called from another
+// module, where its generic code runs unspecialized, and there every aggregate of `Value` (an
+// optional, a tuple, an enum or a struct holding one) needs its metadata looked up at run time:
+// those lookups were most of a `load()` of a fresh answer. So the machine holds the answer
+// boxed (`_AnyAnswer`), its waiters wait for a `_ResourceOutcome`, its observers are
+// `_AnySubscriber`s, and `_ResourceCore` opens the box only to hand the value out.
 
 /// What a resource was configured with, by the call that made it.
 struct _ResourceSettings: Sendable {
@@ -27,11 +34,32 @@ struct _ResourceSettings: Sendable {
   let keepFor: Duration
 }
 
+/// A resource's answer, boxed (an `_Answer<Value>` of the resource's `Value`), so that the
+/// machine holds it without knowing its type.
+typealias _AnyAnswer = AnyObject & Sendable
+
+/// One value of a resource's answer, as read from the map, in a box the machine holds.
+final class _Answer<Value: Sendable>: Sendable {
+  let value: Value
+
+  init(_ value: Value) {
+    self.value = value
+  }
+
+  /// `value`, boxed; `nil` for `nil`.
+  static func box(_ value: Value?) -> _AnyAnswer? {
+    value.map { _Answer($0) }
+  }
+}
+
+/// What a waiting caller is resumed with: the answer, or an error.
+typealias _ResourceOutcome = Result<_AnyAnswer, any Error>
+
 /// The answer a resource holds, as last read from the map, and what it knows about it.
-struct _ResourceAnswer<Value: Sendable> {
-  /// The slot's value at the last read; `nil` before the first answer, or once a single
-  /// entity answer is removed.
-  var value: Value?
+struct _ResourceAnswer {
+  /// The slot's value at the last read, boxed; `nil` before the first answer, or once a
+  /// single entity answer is removed.
+  var value: _AnyAnswer?
   /// The map's delivery version when `value` was read: a read at a higher version is newer.
   var version: UInt64 = 0
   var fetchedAt: Date?
@@ -41,16 +69,16 @@ struct _ResourceAnswer<Value: Sendable> {
 }
 
 /// A caller waiting for a fetch.
-struct _ResourceWaiter<Value: Sendable> {
+struct _ResourceWaiter {
   let id: UInt64
-  let continuation: CheckedContinuation<Value, any Error>
+  let continuation: CheckedContinuation<_ResourceOutcome, Never>
 }
 
 /// The fetch in flight.
 @usableFromInline
-struct _ResourceFetch<Value: Sendable> {
+struct _ResourceFetch {
   let id: UInt64
-  var waiters: [_ResourceWaiter<Value>] = []
+  var waiters: [_ResourceWaiter] = []
   /// Whether something that cannot be cancelled depends on it: a background refresh
   /// (stale-while-revalidate, cacheThenNetwork).
   var background: Bool
@@ -66,9 +94,10 @@ struct _ResourceFetch<Value: Sendable> {
   var task: Task<Void, Never>?
 }
 
-/// Who depends on a resource: its observers (told each new `State`) and its live handles.
-struct _ResourceAudience<State: Sendable> {
-  var observers: [_Subscriber<State>] = []
+/// Who depends on a resource: its observers and its live `Resource` handles.
+struct _ResourceAudience {
+  /// Each a `_Subscriber<ResourceState<Value>>` of the resource's `Value`.
+  var observers: [_AnySubscriber] = []
   var handles = 0
   /// Whether the resource was let go (see `keepFor`): it takes no handle any more.
   var isLetGo = false
@@ -106,8 +135,8 @@ enum _ResourceDemand {
 }
 
 /// What a demand gets at once.
-enum _ResourceDecision<Value: Sendable> {
-  case answer(Value)
+enum _ResourceDecision {
+  case answer(_AnyAnswer)
   case fail(any Error)
   /// Nothing to do (a `revalidate` of a resource that needs none).
   case skip
@@ -115,30 +144,67 @@ enum _ResourceDecision<Value: Sendable> {
   case wait
 }
 
+/// What a resource's state shows, as `ResourceState` does, with the answer boxed.
+struct _ResourceSnapshot {
+  var answer: _AnyAnswer?
+  var fetchedAt: Date?
+  var isStale: Bool
+  var isLoading: Bool
+  var error: (any Error)?
+}
+
+/// A timer to start: which, its generation, and how long it sleeps.
+struct _ResourceTimerStart {
+  let kind: _ResourceTimerKind
+  let generation: UInt64
+  let duration: Duration
+}
+
+/// Callers to resume, all with one outcome: a transition resumes one caller (a join answered
+/// at once, a cancelled caller) or every caller of a fetch (its end).
+struct _ResourceResumption {
+  let waiters: [_ResourceWaiter]
+  let outcome: _ResourceOutcome
+}
+
+/// A new state for the observers `to`, at `version`.
+struct _ResourceDelivery {
+  let state: _ResourceSnapshot
+  let version: UInt64
+  let to: [_AnySubscriber]
+}
+
 /// What a transition leaves to do once the lock is released.
-struct _ResourceEffects<Value: Sendable> {
+struct _ResourceEffects {
   /// Tasks to cancel: a fetch abandoned, timers superseded.
   var cancelled: [Task<Void, Never>] = []
   /// The fetch to start.
   var startFetch: UInt64?
-  /// Timers to start: which, its generation, and how long it sleeps.
-  var timers: [(kind: _ResourceTimerKind, generation: UInt64, duration: Duration)] = []
-  /// Callers to resume, each with its result.
-  var resumed: [(CheckedContinuation<Value, any Error>, Result<Value, any Error>)] = []
-  /// A new state for the observers, at `version`.
-  var delivery:
-    (state: ResourceState<Value>, version: UInt64, to: [_Subscriber<ResourceState<Value>>])?
+  /// Timers to start.
+  var timers: [_ResourceTimerStart] = []
+  /// Callers to resume.
+  var resumed: _ResourceResumption?
+  /// A new state for the observers; `nil` when nobody observes.
+  var delivery: _ResourceDelivery?
   /// Whether the resource is let go now.
   var letGo = false
 }
 
+extension _ResourceEffects {
+  /// Resumes `waiters` with `outcome`. A transition resumes one set of callers at most.
+  mutating func resume(_ waiters: [_ResourceWaiter], with outcome: _ResourceOutcome) {
+    assert(resumed == nil, "a transition resumed two sets of callers")
+    resumed = _ResourceResumption(waiters: waiters, outcome: outcome)
+  }
+}
+
 /// A resource's state; see the top of this file.
-struct _ResourceMachine<Value: Sendable> {
+struct _ResourceMachine {
   let settings: _ResourceSettings
-  var answer = _ResourceAnswer<Value>()
-  var fetch: _ResourceFetch<Value>?
+  var answer = _ResourceAnswer()
+  var fetch: _ResourceFetch?
   var error: (any Error)?
-  var audience = _ResourceAudience<ResourceState<Value>>()
+  var audience = _ResourceAudience()
   var timers = _ResourceTimers()
   /// The version of the newest state handed to observers.
   var version: UInt64 = 1
@@ -168,9 +234,9 @@ struct _ResourceMachine<Value: Sendable> {
   }
 
   /// The state at `now`.
-  func state(at now: Date) -> ResourceState<Value> {
-    ResourceState(
-      value: answer.value, fetchedAt: answer.fetchedAt, isStale: isStale(at: now),
+  func state(at now: Date) -> _ResourceSnapshot {
+    _ResourceSnapshot(
+      answer: answer.value, fetchedAt: answer.fetchedAt, isStale: isStale(at: now),
       isLoading: fetch != nil, error: error)
   }
 
@@ -200,7 +266,7 @@ struct _ResourceMachine<Value: Sendable> {
   /// What a demand gets from the answer as it is.
   enum _Verdict {
     /// The answer, and whether a background fetch follows.
-    case answer(Value, refreshing: Bool)
+    case answer(_AnyAnswer, refreshing: Bool)
     case fail(any Error)
     case skip
     case fetch
@@ -212,9 +278,9 @@ struct _ResourceMachine<Value: Sendable> {
   /// if the policy says so), or `.wait`. A caller whose task is cancelled gets
   /// `CancellationError` instead of starting a fetch.
   mutating func begin(_ demand: _ResourceDemand, at now: Date, isCancelled: Bool)
-    -> (_ResourceDecision<Value>, _ResourceEffects<Value>)
+    -> (_ResourceDecision, _ResourceEffects)
   {
-    var effects = _ResourceEffects<Value>()
+    var effects = _ResourceEffects()
     switch decide(demand, at: now) {
     case .answer(let value, let refreshing):
       if refreshing { ensureFetch(background: true, at: now, &effects) }
@@ -232,20 +298,20 @@ struct _ResourceMachine<Value: Sendable> {
   /// changed since `begin`), then answered at once or added to the fetch in flight, which is
   /// started if there is none.
   mutating func join(
-    _ demand: _ResourceDemand, _ waiter: _ResourceWaiter<Value>, at now: Date, isCancelled: Bool
-  ) -> _ResourceEffects<Value> {
-    var effects = _ResourceEffects<Value>()
+    _ demand: _ResourceDemand, _ waiter: _ResourceWaiter, at now: Date, isCancelled: Bool
+  ) -> _ResourceEffects {
+    var effects = _ResourceEffects()
     switch decide(demand, at: now) {
     case .answer(let value, let refreshing):
       if refreshing { ensureFetch(background: true, at: now, &effects) }
-      effects.resumed.append((waiter.continuation, .success(value)))
+      effects.resume([waiter], with: .success(value))
     case .fail(let error):
-      effects.resumed.append((waiter.continuation, .failure(error)))
+      effects.resume([waiter], with: .failure(error))
     case .skip:
-      effects.resumed.append((waiter.continuation, .failure(_Skipped())))
+      effects.resume([waiter], with: .failure(_Skipped()))
     case .fetch:
       guard !isCancelled else {
-        effects.resumed.append((waiter.continuation, .failure(CancellationError())))
+        effects.resume([waiter], with: .failure(CancellationError()))
         return effects
       }
       ensureFetch(background: false, at: now, &effects)
@@ -256,12 +322,12 @@ struct _ResourceMachine<Value: Sendable> {
 
   /// The caller `id` was cancelled: it is resumed with `CancellationError`, and the fetch is
   /// cancelled if that abandons it.
-  mutating func cancelWaiter(_ id: UInt64, at now: Date) -> _ResourceEffects<Value> {
-    var effects = _ResourceEffects<Value>()
+  mutating func cancelWaiter(_ id: UInt64, at now: Date) -> _ResourceEffects {
+    var effects = _ResourceEffects()
     guard let index = fetch?.waiters.firstIndex(where: { $0.id == id }) else { return effects }
     let waiter = fetch!.waiters.remove(at: index)
     fetch!.abandoned = true
-    effects.resumed.append((waiter.continuation, .failure(CancellationError())))
+    effects.resume([waiter], with: .failure(CancellationError()))
     cancelIfAbandoned(at: now, &effects)
     return effects
   }
@@ -269,7 +335,7 @@ struct _ResourceMachine<Value: Sendable> {
   /// Starts a fetch unless one is in flight; a background demand marks the one in flight as
   /// one that cannot be cancelled.
   mutating func ensureFetch(
-    background: Bool, at now: Date, _ effects: inout _ResourceEffects<Value>
+    background: Bool, at now: Date, _ effects: inout _ResourceEffects
   ) {
     if fetch != nil {
       if background { fetch!.background = true }
@@ -283,7 +349,7 @@ struct _ResourceMachine<Value: Sendable> {
 
   /// Cancels the fetch when every caller that waited for it was cancelled, nobody observes the
   /// resource, nothing else depends on it, and it is not landing yet.
-  mutating func cancelIfAbandoned(at now: Date, _ effects: inout _ResourceEffects<Value>) {
+  mutating func cancelIfAbandoned(at now: Date, _ effects: inout _ResourceEffects) {
     guard let fetch, fetch.abandoned, fetch.waiters.isEmpty, !fetch.background, !fetch.landing,
       audience.observers.isEmpty
     else { return }
@@ -342,10 +408,10 @@ struct _ResourceMachine<Value: Sendable> {
 
   /// The fetch `id` wrote its answer, which the map then showed as `value` at `mapVersion`.
   mutating func land(
-    _ id: UInt64, value: Value?, mapVersion: UInt64, fetchedAt: Date, validator: String?,
+    _ id: UInt64, value: _AnyAnswer?, mapVersion: UInt64, fetchedAt: Date, validator: String?,
     at now: Date
-  ) -> _ResourceEffects<Value> {
-    var effects = _ResourceEffects<Value>()
+  ) -> _ResourceEffects {
+    var effects = _ResourceEffects()
     guard let fetch, fetch.id == id else { return effects }
     take(value, mapVersion: mapVersion)
     answer.fetchedAt = fetchedAt
@@ -355,8 +421,8 @@ struct _ResourceMachine<Value: Sendable> {
   }
 
   /// The fetch `id` confirmed the answer (`.notModified`) at `fetchedAt`.
-  mutating func confirm(_ id: UInt64, fetchedAt: Date, at now: Date) -> _ResourceEffects<Value> {
-    var effects = _ResourceEffects<Value>()
+  mutating func confirm(_ id: UInt64, fetchedAt: Date, at now: Date) -> _ResourceEffects {
+    var effects = _ResourceEffects()
     guard let fetch, fetch.id == id else { return effects }
     answer.fetchedAt = fetchedAt
     finish(fetch, error: nil, at: now, &effects)
@@ -364,8 +430,8 @@ struct _ResourceMachine<Value: Sendable> {
   }
 
   /// The fetch `id` failed with `error`, after its retries: the answer stays as it was.
-  mutating func fail(_ id: UInt64, _ error: any Error, at now: Date) -> _ResourceEffects<Value> {
-    var effects = _ResourceEffects<Value>()
+  mutating func fail(_ id: UInt64, _ error: any Error, at now: Date) -> _ResourceEffects {
+    var effects = _ResourceEffects()
     guard let fetch, fetch.id == id else { return effects }
     finish(fetch, error: error, at: now, &effects)
     return effects
@@ -373,17 +439,19 @@ struct _ResourceMachine<Value: Sendable> {
 
   /// Ends `fetch`: its callers get the answer (or `error`), the observers one new state.
   private mutating func finish(
-    _ fetch: _ResourceFetch<Value>, error: (any Error)?, at now: Date,
-    _ effects: inout _ResourceEffects<Value>
+    _ fetch: _ResourceFetch, error: (any Error)?, at now: Date,
+    _ effects: inout _ResourceEffects
   ) {
     self.fetch = nil
     self.error = error
     if error == nil { answer.invalidated = fetch.invalidated }
-    let result: Result<Value, any Error> =
+    let outcome: _ResourceOutcome =
       if let error { .failure(error) } else if let value = answer.value { .success(value) } else {
         .failure(ResourceError.answerRemoved)
       }
-    for waiter in fetch.waiters { effects.resumed.append((waiter.continuation, result)) }
+    if !fetch.waiters.isEmpty {
+      effects.resume(fetch.waiters, with: outcome)
+    }
     notify(at: now, &effects)
     settle(at: now, &effects)
   }
@@ -393,7 +461,7 @@ struct _ResourceMachine<Value: Sendable> {
   /// Keeps `value`, read from the map at `mapVersion`, if it is newer than the answer held.
   /// Returns whether it was.
   @discardableResult
-  mutating func take(_ value: Value?, mapVersion: UInt64) -> Bool {
+  mutating func take(_ value: _AnyAnswer?, mapVersion: UInt64) -> Bool {
     guard mapVersion > answer.version else { return false }
     answer.value = value
     answer.version = mapVersion
@@ -402,9 +470,8 @@ struct _ResourceMachine<Value: Sendable> {
 
   /// The map changed the answer (an entity in it written or removed by anyone), and showed
   /// `value` at `mapVersion`. While a fetch lands, its own notification tells the observers.
-  mutating func offer(_ value: Value?, mapVersion: UInt64, at now: Date) -> _ResourceEffects<Value>
-  {
-    var effects = _ResourceEffects<Value>()
+  mutating func offer(_ value: _AnyAnswer?, mapVersion: UInt64, at now: Date) -> _ResourceEffects {
+    var effects = _ResourceEffects()
     guard take(value, mapVersion: mapVersion) else { return effects }
     if fetch?.landing != true { notify(at: now, &effects) }
     settle(at: now, &effects)
@@ -413,8 +480,8 @@ struct _ResourceMachine<Value: Sendable> {
 
   /// `invalidate()`: the answer is stale from now on, until a fetch that starts after this
   /// lands.
-  mutating func invalidate(at now: Date) -> _ResourceEffects<Value> {
-    var effects = _ResourceEffects<Value>()
+  mutating func invalidate(at now: Date) -> _ResourceEffects {
+    var effects = _ResourceEffects()
     guard !audience.isLetGo else { return effects }
     let wasStale = isStale(at: now)
     answer.invalidated = true
@@ -428,19 +495,18 @@ struct _ResourceMachine<Value: Sendable> {
 
   /// Adds an observer; it starts after the current version unless it asked for the current
   /// state. Returns the state and version to deliver first.
-  mutating func addObserver(_ observer: _Subscriber<ResourceState<Value>>, at now: Date)
-    -> (state: ResourceState<Value>, version: UInt64, effects: _ResourceEffects<Value>)
+  mutating func addObserver(_ observer: _AnySubscriber, at now: Date)
+    -> (state: _ResourceSnapshot, version: UInt64, effects: _ResourceEffects)
   {
-    var effects = _ResourceEffects<Value>()
+    var effects = _ResourceEffects()
     audience.observers.append(observer)
     settle(at: now, &effects)
     return (state(at: now), version, effects)
   }
 
   /// Removes an observer, which may abandon the fetch and start the keep timer.
-  mutating func removeObserver(_ observer: _AnySubscriber, at now: Date) -> _ResourceEffects<Value>
-  {
-    var effects = _ResourceEffects<Value>()
+  mutating func removeObserver(_ observer: _AnySubscriber, at now: Date) -> _ResourceEffects {
+    var effects = _ResourceEffects()
     guard let index = audience.observers.firstIndex(where: { $0 === observer }) else {
       return effects
     }
@@ -451,8 +517,8 @@ struct _ResourceMachine<Value: Sendable> {
   }
 
   /// A new `Resource` handle; `false` once the resource is let go.
-  mutating func addHandle(at now: Date) -> (Bool, _ResourceEffects<Value>) {
-    var effects = _ResourceEffects<Value>()
+  mutating func addHandle(at now: Date) -> (Bool, _ResourceEffects) {
+    var effects = _ResourceEffects()
     guard !audience.isLetGo else { return (false, effects) }
     audience.handles += 1
     settle(at: now, &effects)
@@ -460,8 +526,8 @@ struct _ResourceMachine<Value: Sendable> {
   }
 
   /// A `Resource` handle went.
-  mutating func removeHandle(at now: Date) -> _ResourceEffects<Value> {
-    var effects = _ResourceEffects<Value>()
+  mutating func removeHandle(at now: Date) -> _ResourceEffects {
+    var effects = _ResourceEffects()
     audience.handles -= 1
     settle(at: now, &effects)
     return effects
@@ -489,9 +555,9 @@ struct _ResourceMachine<Value: Sendable> {
 
   /// A timer woke up.
   mutating func timerFired(_ kind: _ResourceTimerKind, generation: UInt64, at now: Date)
-    -> _ResourceEffects<Value>
+    -> _ResourceEffects
   {
-    var effects = _ResourceEffects<Value>()
+    var effects = _ResourceEffects()
     switch kind {
     case .stale:
       guard timers.stale?.generation == generation else { return effects }
@@ -516,7 +582,7 @@ struct _ResourceMachine<Value: Sendable> {
 
   /// Brings the timers in line with the state: a stale timer while an observed answer is
   /// fresh, a keep timer while nothing uses the resource.
-  mutating func settle(at now: Date, _ effects: inout _ResourceEffects<Value>) {
+  mutating func settle(at now: Date, _ effects: inout _ResourceEffects) {
     // The stale timer.
     var staleDeadline: Date?
     if !audience.observers.isEmpty, !audience.isLetGo, !isStale(at: now),
@@ -531,7 +597,10 @@ struct _ResourceMachine<Value: Sendable> {
         let generation = nextID()
         timers.stale = _ResourceTimer(generation: generation, deadline: staleDeadline)
         let wait = max(0, staleDeadline.timeIntervalSince(now))
-        effects.timers.append((.stale, generation, .nanoseconds(Int64((wait * 1e9).rounded(.up)))))
+        effects.timers.append(
+          _ResourceTimerStart(
+            kind: .stale, generation: generation,
+            duration: .nanoseconds(Int64((wait * 1e9).rounded(.up)))))
       }
     }
     // The keep timer.
@@ -539,17 +608,20 @@ struct _ResourceMachine<Value: Sendable> {
     if keeps && timers.keep == nil {
       let generation = nextID()
       timers.keep = _ResourceTimer(generation: generation, deadline: nil)
-      effects.timers.append((.keep, generation, settings.keepFor))
+      effects.timers.append(
+        _ResourceTimerStart(kind: .keep, generation: generation, duration: settings.keepFor))
     } else if !keeps, let keep = timers.keep {
       if let task = keep.task { effects.cancelled.append(task) }
       timers.keep = nil
     }
   }
 
-  /// The state changed: one new version for the observers.
-  mutating func notify(at now: Date, _ effects: inout _ResourceEffects<Value>) {
+  /// The state changed: one new version, for the observers if any.
+  mutating func notify(at now: Date, _ effects: inout _ResourceEffects) {
     version += 1
-    effects.delivery = (state(at: now), version, audience.observers)
+    effects.delivery =
+      audience.observers.isEmpty
+      ? nil : _ResourceDelivery(state: state(at: now), version: version, to: audience.observers)
   }
 }
 
