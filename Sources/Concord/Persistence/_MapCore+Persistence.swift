@@ -948,9 +948,10 @@ extension _MapCore {
     case .deleteEverything:
       return kinds.keys.sorted().map { _ExternalWipe(kinds[$0]!) } + [_ExternalAliasRemoval(.all)]
     }
-    // NB: a resource's answer record (`_AnswerRecord`): its entities reach the resource's slot
-    // as any entity does; the answer itself is read when a resource of this map is made.
-    if case .saveAlias(let name, _, _) = change, name.hasPrefix(_AnswerRecord.namePrefix) {
+    // NB: a resource's answer record or a paged list's (`_AnswerRecord`): its entities reach
+    // the resource's slots as any entity does; the answer itself is read when a resource of
+    // this map is made, or let go and made again.
+    if case .saveAlias(let name, _, _) = change, _AnswerRecord.isAnswerRecord(name) {
       return []
     }
     guard let persisted = kinds[kind] else { return [] }

@@ -110,7 +110,16 @@ final class _AnswerRecord: _AliasOp, @unchecked Sendable {
   /// The name of the record of the paged list `name` whose entities have `kind`: apart from
   /// a resource's with the same name.
   static func pagedName(of name: String, kind: String) -> String {
-    "\u{1}paged:[\(kind)]:" + name
+    pagedPrefix + "[\(kind)]:" + name
+  }
+
+  /// How every paged list's record's name, and its pages', starts.
+  static let pagedPrefix = "\u{1}paged:"
+
+  /// Whether `name` is a resource's or a paged list's record's (or one of its pages'), not an
+  /// alias's.
+  static func isAnswerRecord(_ name: String) -> Bool {
+    name.hasPrefix(namePrefix) || name.hasPrefix(pagedPrefix)
   }
 
   /// The name of the record of the page `serial` of the paged list whose record is `list`.
