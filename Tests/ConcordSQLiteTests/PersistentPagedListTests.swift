@@ -337,3 +337,63 @@ private final class AliasSavesStore: PersistentStore {
     try base.apply(changes)
   }
 }
+
+/// A `SQLiteStore` that, at each read of a paged list's page record, asks another thread to
+/// find an entity in `map` and waits a moment for it: a read made while the map's lock is held
+/// (exclusively, by a write) keeps that thread waiting.
+private final class LockProbingStore: PersistentStore, @unchecked Sendable {
+  // NB: @unchecked because `map` is set once, before any probed read.
+  let base: SQLiteStore
+  weak var map: IdentityMap?
+  /// For each page record read, whether the other thread's find returned meanwhile.
+  let probes = Locked<[Bool]>([])
+
+  init(path: String) throws {
+    base = try SQLiteStore(path: path)
+  }
+
+  private func probe() {
+    guard let map else { return }
+    let found = DispatchSemaphore(value: 0)
+    Thread.detachNewThread {
+      _ = map.find(Note.self, id: "held")
+      found.signal()
+    }
+    probes.append(found.wait(timeout: .now() + 2) == .success)
+  }
+
+  func encode<Value: Encodable>(_ value: Value) throws -> [UInt8] { try base.encode(value) }
+  func decode<Value: Decodable>(_ type: Value.Type, from bytes: [UInt8]) throws -> Value {
+    try base.decode(type, from: bytes)
+  }
+  func record(kind: String, key: [UInt8]) throws -> PersistentRecord? {
+    try base.record(kind: kind, key: key)
+  }
+  func aliasRecord(named name: String) throws -> PersistentRecord? {
+    if name.contains("page ") { probe() }
+    return try base.aliasRecord(named: name)
+  }
+  func records(kind: String) throws -> [(key: [UInt8], record: PersistentRecord)] {
+    try base.records(kind: kind)
+  }
+  func tombstones(kind: String) throws -> [(key: [UInt8], stamp: Stamp)] {
+    try base.tombstones(kind: kind)
+  }
+  func apply(_ changes: [PersistentChange]) throws { try base.apply(changes) }
+}
+
+extension PersistentPagedListTests {
+  @Test("Every page record of a stored list is read outside the map's lock, following the chain")
+  func pageRecordsOffTheLock() async throws {
+    let directory = TemporaryDirectory()
+    try await firstLaunch(directory)
+    let store = try LockProbingStore(path: directory.database)
+    let map = launch(store, clock: clock)
+    store.map = map
+    let held = map.store(Note(id: "held", text: "held"))
+    let list = issues(map, requests: Locked([])) { _ in nil }
+    #expect(list.state.items.map(\.id) == [9, 8, 7, 6, 5, 4])
+    #expect(store.probes.value == [true, true, true], "three pages, none read under the lock")
+    withExtendedLifetime(held) {}
+  }
+}

@@ -80,6 +80,22 @@ struct PagedListTests {
     #expect(list.state.items.map(\.value) == [2, 0, 1, 0], "each as the map has it now")
   }
 
+  @Test("A page that changes items of earlier pages is one change for the observers")
+  func overlapNotifiesOnce() async throws {
+    let map = IdentityMap(clock: clock)
+    let pager = ScriptedPager<Counter, Int>()
+    let list = try await loaded(map, pager, [9, 8], older: 8)
+    try await answer(pager, Page(Self.counters([7, 6]), older: 6)) { try await list.loadOlder() }
+    let recorder = PagedStateRecorder(list)
+    // The page edits 9 (first page) and 7 (second page) as it lands.
+    let page = [Counter(id: 9, value: 1), Counter(id: 5, value: 0), Counter(id: 7, value: 1)]
+    try await answer(pager, Page(page, older: 5)) { try await list.loadOlder() }
+    #expect(list.state.items.map(\.id) == [9, 8, 7, 6, 5])
+    #expect(recorder.states.map(\.isLoadingOlder) == [true, false], "its start, then its landing")
+    #expect(recorder.states.last?.items.map(\.value) == [1, 0, 1, 0, 0])
+    recorder.cancel()
+  }
+
   @Test("At the end, hasOlder is false, and loadOlder() is a no-op")
   func endOfList() async throws {
     let map = IdentityMap(clock: clock)
