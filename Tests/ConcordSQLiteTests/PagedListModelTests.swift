@@ -187,7 +187,9 @@ private struct PagedModel {
     var kept: [Int] = []
     for issue in issues {
       if let existing = stored[issue.id] {
-        if issue.updatedAt > existing.stamp { stored[issue.id] = Entity(title: issue.title, stamp: issue.updatedAt) }
+        if issue.updatedAt > existing.stamp {
+          stored[issue.id] = Entity(title: issue.title, stamp: issue.updatedAt)
+        }
       } else if let tomb = tombstones[issue.id], issue.updatedAt <= tomb {
         continue
       } else {
@@ -308,7 +310,9 @@ struct PagedListModelTests {
     let directory = TemporaryDirectory()
     let clock = ManualClock(now: Date(timeIntervalSince1970: 1_000))
     var model = PagedModel()
-    for id in model.timeline { model.server[id] = .init(title: "issue \(id) v0", stamp: Double(id)) }
+    for id in model.timeline {
+      model.server[id] = .init(title: "issue \(id) v0", stamp: Double(id))
+    }
     var pager = Pager()
     var map = try launch(directory.database, clock: clock)
     func make(_ map: IdentityMap, _ pager: Pager) -> PagedResource<Issue, Int> {
@@ -449,7 +453,9 @@ struct PagedListModelTests {
         }
       case 60..<68:
         // An edit: on the server (a later page brings it), or from outside, newer or older.
-        guard let id = (model.items + model.timeline).randomElement(using: &random) else { continue }
+        guard let id = (model.items + model.timeline).randomElement(using: &random) else {
+          continue
+        }
         stamp += 1
         if model.stored[id] != nil && Bool.random(using: &random) {
           let at = stamp + Double(Int.random(in: -8...0, using: &random))
