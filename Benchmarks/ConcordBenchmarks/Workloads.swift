@@ -20,6 +20,7 @@ struct Workloads {
     "persist.find.cold", "remove.tombstoned", "query.open.persisted", "read.during.load",
     "persist.save", "persist.restore", "resource.load.fresh", "resource.join", "resource.answer",
     "shared.propagate", "shared.write",
+    "paged.loadOlder", "paged.items",
   ]
 
   func run(_ name: String) -> Result {
@@ -58,6 +59,8 @@ struct Workloads {
     case "resource.answer": resourceAnswer()
     case "shared.propagate": sharedPropagate()
     case "shared.write": sharedWrite()
+    case "paged.loadOlder": pagedLoadOlder()
+    case "paged.items": pagedItems()
     default: fatalError("unknown workload \(name)")
     }
   }

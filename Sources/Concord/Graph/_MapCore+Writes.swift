@@ -187,11 +187,52 @@ extension _MapCore {
 
   /// Writes `value` into the slot of a resource's answer: one pass, the slot unstamped (every
   /// fetch replaces the answer before it), each entity judged by `stamp`, or its own.
+  ///
+  /// NB: inlinable, so that a paged list's pages are written by a pass specialized for their
+  /// type (see `IdentityMap.pagedResource`).
+  @inlinable
   func storeAnswer<Value: Sendable>(_ value: Value, into node: _AliasNode<Value>, stamp: Stamp?) {
     lifetime.noteHoldDropped(node)
     let schema = node.schema.takeUnretainedValue()
     if audience.persistedTypes > 0 { loadMissing(in: Optional(value), schema: schema) }
     pass.run(into: node, payload: value, stamp: nil, call: stamp)
+  }
+
+  /// Keeps in the slot `node` of a page of a paged list, just written by `storeAnswer`, only
+  /// what the page brings new: the first occurrence of each entity that none of the list's
+  /// other slots, `others`, holds. The other occurrences leave the slot as a removed entity
+  /// leaves a collection; no entity is written. Returns how many entities the slot keeps, and
+  /// whether one of `others` held an entity of the page.
+  ///
+  /// - Complexity: O(the page's occurrences + their entities' parents).
+  func keepNewEntities(in node: _AnyNode, besides others: Set<ObjectIdentifier>) -> (
+    kept: Int, shared: Bool
+  ) {
+    let links = node.children
+    var seen = Set<ObjectIdentifier>(minimumCapacity: links.count)
+    var dropped: [Int] = []
+    var shared = false
+    for (slot, link) in links.enumerated() {
+      let child = link.child
+      guard seen.insert(ObjectIdentifier(child)).inserted else {
+        dropped.append(slot)
+        continue
+      }
+      // NB: the parents of an entity listed elsewhere include that list's slot.
+      if !others.isEmpty,
+        (0..<child.parentCount).contains(where: {
+          others.contains(ObjectIdentifier(child.parent(at: $0).parent))
+        })
+      {
+        dropped.append(slot)
+        shared = true
+      }
+    }
+    if !dropped.isEmpty {
+      journal.touch(node, audience)
+      lifetime.relink(node, to: node.witness.dropChildren(node, dropped))
+    }
+    return (links.count - dropped.count, shared)
   }
 
   /// Empties the slot of a resource's answer let go. It never persists, so the store keeps

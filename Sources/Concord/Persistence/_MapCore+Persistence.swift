@@ -559,15 +559,20 @@ extension _MapCore {
     for id in stored.ids { loadIfMissing(T.self, id: id) }
     let table = registry.table(for: T.self)
     if let value = make(stored.ids.compactMap { table.node($0)?.value }) {
-      // NB: as `prepare(_:_:make:)` loads an alias: a load is not a change.
-      lifetime.noteHoldDropped(node)
-      let events = outbox.events.count
-      journal.noteLoaded(node)
-      pass.run(into: node, payload: value, stamp: nil, call: nil, nesting: .load)
-      journal.recordLoaded()
-      if outbox.events.count > events { outbox.events.removeSubrange(events...) }
+      loadSlot(node, with: value)
     }
     return stored.info
+  }
+
+  /// Fills the slot `node` with `value`, entities the map has, as a load: nobody is told.
+  private func loadSlot<Value: Sendable>(_ node: _AliasNode<Value>, with value: Value) {
+    // NB: as `prepare(_:_:make:)` loads an alias: a load is not a change.
+    lifetime.noteHoldDropped(node)
+    let events = outbox.events.count
+    journal.noteLoaded(node)
+    pass.run(into: node, payload: value, stamp: nil, call: nil, nesting: .load)
+    journal.recordLoaded()
+    if outbox.events.count > events { outbox.events.removeSubrange(events...) }
   }
 
   /// The answer record `name` of `T`: from the changes not yet applied, else as the write's
@@ -611,6 +616,98 @@ extension _MapCore {
       _AnswerRecord(
         name: _AnswerRecord.storeName(of: name, kind: persisted.kind, list: list),
         kind: persisted.kind, ids: ids, info: info))
+  }
+
+  // MARK: Paged lists' records (see `_AnswerRecord.swift`)
+
+  /// Asks `prefetch` for the record of the paged list `name`, whose entities are `T`s, the
+  /// records of its pages, and the entities they name, when `T` is persisted.
+  func want<T: Identifiable & Sendable>(
+    pagedList name: String, of _: T.Type, in prefetch: _Prefetch
+  ) {
+    withTable(T.self) { table in
+      guard let persisted = table.persisted else { return }
+      let storeName = _AnswerRecord.pagedName(of: name, kind: persisted.kind)
+      prefetch.want(answer: storeName, of: persisted)
+    }
+  }
+
+  /// Fills a slot per page of the paged list `name` that the store keeps, if `T` is persisted
+  /// and it keeps one: following the chain of its records from the list's, `slot(serial)`
+  /// makes the empty slot of each page, which takes the entities of the page's record that
+  /// the map has and no earlier page holds, as a load (nobody is told). Returns the list's
+  /// record (when its head was fetched, its cursors) and the pages, in order. The store is
+  /// read outside the lock when the write admits a prefetch that asked for it
+  /// (`want(pagedList:of:in:)`).
+  func loadStoredPagedList<T: Identifiable & Sendable>(
+    _: T.Type, name: String, slot: (UInt64) -> _AliasNode<[T]>
+  ) -> (info: _StoredAnswerInfo, pages: [UInt64])? {
+    guard let persistence, let persisted = registry.table(for: T.self).persisted else {
+      return nil
+    }
+    let storeName = _AnswerRecord.pagedName(of: name, kind: persisted.kind)
+    guard let list = readAnswerRecord(T.self, named: storeName, persistence, persisted),
+      let paging = list.info.paging
+    else { return nil }
+    var listed = Set<T.ID>()
+    var pages: [UInt64] = []
+    var visited = Set<UInt64>()
+    var next = paging.next
+    // NB: a chain that loops, or names a record that cannot be read (a damaged store), ends
+    // there.
+    while let serial = next, visited.insert(serial).inserted {
+      let pageName = _AnswerRecord.pageName(of: storeName, serial: serial)
+      guard let page = readAnswerRecord(T.self, named: pageName, persistence, persisted) else {
+        break
+      }
+      next = page.info.paging?.next
+      let ids = page.ids.filter { !listed.contains($0) }
+      for id in ids { loadIfMissing(T.self, id: id) }
+      let table = registry.table(for: T.self)
+      let values = ids.compactMap { table.node($0)?.value }
+      listed.formUnion(values.map(\.id))
+      loadSlot(slot(serial), with: values)
+      pages.append(serial)
+    }
+    return (list.info, pages)
+  }
+
+  /// Lists the save of the record of the paged list `name` of `T`s (`page: nil`), or of its
+  /// page `page`, naming `ids`, if `T` is persisted. In a write.
+  func savePagedRecord<T: Identifiable & Sendable>(
+    _: T.Type, name: String, page: UInt64?, ids: [T.ID], _ info: _StoredAnswerInfo
+  ) {
+    guard audience.persistedTypes > 0, let persistence,
+      let persisted = registry.table(for: T.self).persisted
+    else { return }
+    let list = _AnswerRecord.pagedName(of: name, kind: persisted.kind)
+    persistence.current.append(
+      _AnswerRecord(
+        name: page.map { _AnswerRecord.pageName(of: list, serial: $0) } ?? list,
+        kind: persisted.kind, ids: ids, info: info))
+  }
+
+  /// Lists the deletion of the record of the page `page` of the paged list `name` of `T`s, if
+  /// `T` is persisted. In a write.
+  func deletePagedRecord<T: Identifiable & Sendable>(_: T.Type, name: String, page: UInt64) {
+    guard audience.persistedTypes > 0, let persisted = registry.table(for: T.self).persisted
+    else { return }
+    let list = _AnswerRecord.pagedName(of: name, kind: persisted.kind)
+    persistRemovingAlias(_AnswerRecord.pageName(of: list, serial: page))
+  }
+
+  /// Decodes `bytes`, which the map's store encoded, as a `V`; `nil` when it cannot (the
+  /// failure is logged) or the map has no store. Calls the store's decoder only: call it with
+  /// none of the map's locks held.
+  func decodeStored<V: Decodable>(_: V.Type, from bytes: [UInt8], what: String) -> V? {
+    guard let store = persistence?.store else { return nil }
+    do {
+      return try store.decode(V.self, from: bytes)
+    } catch {
+      let message = "decoding \(what): \(error)"
+      write { outbox.log { .persistenceFailed(message) } }
+      return nil
+    }
   }
 
   // MARK: Restoring a save slot
@@ -851,9 +948,10 @@ extension _MapCore {
     case .deleteEverything:
       return kinds.keys.sorted().map { _ExternalWipe(kinds[$0]!) } + [_ExternalAliasRemoval(.all)]
     }
-    // NB: a resource's answer record (`_AnswerRecord`): its entities reach the resource's slot
-    // as any entity does; the answer itself is read when a resource of this map is made.
-    if case .saveAlias(let name, _, _) = change, name.hasPrefix(_AnswerRecord.namePrefix) {
+    // NB: a resource's answer record or a paged list's (`_AnswerRecord`): its entities reach
+    // the resource's slots as any entity does; the answer itself is read when a resource of
+    // this map is made, or let go and made again.
+    if case .saveAlias(let name, _, _) = change, _AnswerRecord.isAnswerRecord(name) {
       return []
     }
     guard let persisted = kinds[kind] else { return [] }

@@ -204,12 +204,18 @@ final class _Prefetched<T: Identifiable & Sendable>: _AnyPrefetched {
       if case .saved(let ids, _) = fetched { nested.want(ids, of: T.self) }
     }
     wantedAliases = []
-    for name in wantedAnswers where answers[name] == nil {
+    // NB: a paged list's records are chained (see `_AnswerRecord.swift`): each names the next.
+    while let name = wantedAnswers.popLast() {
+      guard answers[name] == nil else { continue }
       let fetched = persisted.fetchAnswer(name)
       answers[name] = fetched
-      if case .saved(let ids, _) = fetched { nested.want(ids, of: T.self) }
+      guard case .saved(let ids, let info) = fetched else { continue }
+      nested.want(ids, of: T.self)
+      if let next = info.paging?.next {
+        let list = String(_AnswerRecord.listName(ofRecord: name))
+        wantedAnswers.append(_AnswerRecord.pageName(of: list, serial: next))
+      }
     }
-    wantedAnswers = []
     if wantsAll, let all = persisted.fetchAll() {
       var ids: [T.ID] = []
       ids.reserveCapacity(all.records.count)

@@ -5,6 +5,15 @@ import Foundation
 // an alias record (`PersistentChange.saveAlias`) under a name no alias can have
 // (`_AnswerRecord.storeName`), so every `PersistentStore` keeps it without knowing about
 // resources, and `removeAll()` and `reset()` delete it with the aliases of its type.
+//
+// A paged list keeps one record per page it holds (the ids that page brought to the list, in
+// order) and one record of the list (when its head was fetched, its cursors, whether older
+// pages follow), under names of their own (`pagedName(of:kind:)`, `pageName(of:serial:)`).
+// The records are chained: the list's names its first page, and each page's the page after it
+// (`_StoredPaging.next`), so that a page appended or put on top rewrites two records, whatever
+// the list's length. A page's record is written when the page lands, again when the page after
+// it lands, and when an entity of it is removed. A prefetch reading the list's record follows
+// the chain, with no lock held.
 
 /// What a prefetch read of a resource's answer record: its ids and the rest, none, or how
 /// reading it failed.
@@ -28,6 +37,48 @@ struct _StoredAnswer<IDs: Codable>: Codable {
   /// `fetchedAt`, in seconds since 1970.
   var fetchedAt: Double
   var validator: String?
+  /// A paged list's pages and cursors, in its list record; absent otherwise.
+  var paging: _EncodedPaging?
+}
+
+/// What a paged list's records hold besides ids: see `_AnswerRecord.swift`.
+struct _StoredPaging: Sendable {
+  /// The serial number of the next page in the chain: the first page, in the list's record;
+  /// the page after it, in a page's. `nil` at the end.
+  var next: UInt64?
+  /// In the list's record: whether older pages follow, the cursor of the page older than the
+  /// last, and that of the items newer than the first.
+  var hasOlder = false
+  var older: _StoredCursor?
+  var newer: _StoredCursor?
+}
+
+/// A cursor of a paged list, as the store had it (encoded), or as a record not yet applied
+/// holds it (the value, and how to encode it).
+enum _StoredCursor: Sendable {
+  case encoded([UInt8])
+  case value(any Sendable, encode: @Sendable (any PersistentStore) throws -> [UInt8])
+
+  /// The cursor `value`, to be encoded by the store.
+  static func of<Cursor: Codable & Sendable>(_ value: Cursor) -> _StoredCursor {
+    .value(value, encode: { store in try store.encode(value) })
+  }
+
+  /// The cursor as `store` encodes it.
+  func encoded(by store: any PersistentStore) throws -> [UInt8] {
+    switch self {
+    case .encoded(let bytes): bytes
+    case .value(_, let encode): try encode(store)
+    }
+  }
+}
+
+/// `_StoredPaging` as the store keeps it: each cursor encoded by the store.
+struct _EncodedPaging: Codable {
+  var next: UInt64?
+  var hasOlder: Bool
+  var older: [UInt8]?
+  var newer: [UInt8]?
 }
 
 /// The save of a resource's answer record: an alias change, so that it is applied, read back
@@ -56,12 +107,46 @@ final class _AnswerRecord: _AliasOp, @unchecked Sendable {
   /// How every answer record's name starts.
   static let namePrefix = "\u{1}resource:"
 
+  /// The name of the record of the paged list `name` whose entities have `kind`: apart from
+  /// a resource's with the same name.
+  static func pagedName(of name: String, kind: String) -> String {
+    pagedPrefix + "[\(kind)]:" + name
+  }
+
+  /// How every paged list's record's name, and its pages', starts.
+  static let pagedPrefix = "\u{1}paged:"
+
+  /// Whether `name` is a resource's or a paged list's record's (or one of its pages'), not an
+  /// alias's.
+  static func isAnswerRecord(_ name: String) -> Bool {
+    name.hasPrefix(namePrefix) || name.hasPrefix(pagedPrefix)
+  }
+
+  /// The name of the record of the page `serial` of the paged list whose record is `list`.
+  static func pageName(of list: String, serial: UInt64) -> String {
+    list + pageMark + "\(serial)"
+  }
+
+  /// What separates a paged list's record's name from a page's number in the page's.
+  private static let pageMark = "\u{1}page "
+
+  /// The name of the list's record, from the name of the list's or of one of its pages'.
+  static func listName(ofRecord name: String) -> Substring {
+    name.range(of: pageMark).map { name[..<$0.lowerBound] } ?? name[...]
+  }
+
   override func change(_ store: any PersistentStore) throws -> PersistentChange {
     guard let ids = ids as? any Codable else { throw _AnswerRecordError.idsNotCodable }
+    let paging = try info.paging.map { paging in
+      _EncodedPaging(
+        next: paging.next, hasOlder: paging.hasOlder,
+        older: try paging.older?.encoded(by: store), newer: try paging.newer?.encoded(by: store))
+    }
     func encode<IDs: Codable>(_ ids: IDs) throws -> [UInt8] {
       try store.encode(
         _StoredAnswer(
-          ids: ids, fetchedAt: info.fetchedAt.timeIntervalSince1970, validator: info.validator))
+          ids: ids, fetchedAt: info.fetchedAt.timeIntervalSince1970, validator: info.validator,
+          paging: paging))
     }
     return .saveAlias(
       name: name, kind: kind ?? "", record: PersistentRecord(payload: try encode(ids), stamp: nil))
@@ -76,10 +161,17 @@ final class _AnswerRecord: _AliasOp, @unchecked Sendable {
     }
     func decode<IDs: Codable>(_: IDs.Type) throws -> (Any, _StoredAnswerInfo) {
       let stored = try store.decode(_StoredAnswer<IDs>.self, from: payload)
+      let paging = stored.paging.map { paging in
+        _StoredPaging(
+          next: paging.next, hasOlder: paging.hasOlder,
+          older: paging.older.map(_StoredCursor.encoded),
+          newer: paging.newer.map(_StoredCursor.encoded))
+      }
       return (
         stored.ids,
         _StoredAnswerInfo(
-          fetchedAt: Date(timeIntervalSince1970: stored.fetchedAt), validator: stored.validator)
+          fetchedAt: Date(timeIntervalSince1970: stored.fetchedAt), validator: stored.validator,
+          paging: paging)
       )
     }
     let (ids, info) = try decode(type)

@@ -102,10 +102,12 @@ final class _AnswerSlot<Value: Sendable>: Sendable {
   }
 }
 
-/// When a stored answer was fetched, and its validator.
-struct _StoredAnswerInfo: Sendable, Equatable {
+/// When a stored answer was fetched, and its validator; for a paged list's record, its pages
+/// and cursors too.
+struct _StoredAnswerInfo: Sendable {
   let fetchedAt: Date
   let validator: String?
+  var paging: _StoredPaging? = nil
 }
 
 /// The operations on a resource's answer that need its entity type `T`, made where `T` is

@@ -75,6 +75,7 @@ struct _ResourceWaiter {
 }
 
 /// The fetch in flight.
+@usableFromInline
 struct _ResourceFetch {
   let id: UInt64
   var waiters: [_ResourceWaiter] = []

@@ -1,0 +1,98 @@
+import Concord
+import Foundation
+
+/// A timeline server for the paged workloads: page `k` of list `list` is 40 models, the newest
+/// first, and every page has an older one.
+private func timelinePage(list: Int, _ k: Int) -> Page<Model, Int> {
+  let first = list * 1_000_000 + k * 40
+  return Page((first..<first + 40).map { Model($0) }, older: k + 1)
+}
+
+extension Workloads {
+  /// `lists` paged lists of one map, each loaded to `pages` pages of 40 models. The page after
+  /// those of list `i` is `next[i]`, made beforehand, so that a timed load does not make its
+  /// models (as the floor, which stores pages made beforehand, does not).
+  private func pagedLists(_ lists: Int, pages: Int, next: [Page<Model, Int>] = [])
+    -> (IdentityMap, [PagedResource<Model, Int>])
+  {
+    let map = IdentityMap()
+    let made = (0..<lists).map { list in
+      map.pagedResource(ResourceKey<[Model]>("timeline \(list)"), retry: .none) {
+        (request: PageRequest<Int>) in
+        let k = request.cursor ?? 0
+        return k == pages && list < next.count ? next[list] : timelinePage(list: list, k)
+      }
+    }
+    blocking {
+      for list in made {
+        _ = try? await list.load()
+        for _ in 1..<pages { try? await list.loadOlder() }
+      }
+    }
+    precondition(made.allSatisfy { $0.state.items.count == pages * 40 }, "the lists did not load")
+    return (map, made)
+  }
+
+  /// `loadOlder()` appending a 40-model page to a 2,000-model list (one append to each of
+  /// several lists, per item appended), against `store([T])` of the same 40 models.
+  func pagedLoadOlder() -> Result {
+    let lists = quick ? 10 : 40
+    let next = (0..<lists).map { list in timelinePage(list: list, 50) }
+    let appended = next.map(\.items)
+    return compare(
+      "paged.loadOlder",
+      map: {
+        let (map, made) = pagedLists(lists, pages: 50, next: next)
+        let ns = blocking {
+          await asyncNanoseconds {
+            for list in made { try? await list.loadOlder() }
+          }
+        }
+        precondition(made.allSatisfy { $0.state.items.count == 51 * 40 }, "no page appended")
+        withExtendedLifetime(map) {}
+        return ns / Double(lists * 40)
+      },
+      floor: {
+        let map = IdentityMap()
+        // NB: a map as full as the lists' (the same entities, held), so that neither side
+        // pays for a young table's growth.
+        let held = (0..<lists).map { list in
+          map.store((0..<50).flatMap { timelinePage(list: list, $0).items })
+        }
+        var handles: [EntityObserver<[Model]>] = []
+        handles.reserveCapacity(lists)
+        let ns = nanoseconds {
+          for page in appended { handles.append(map.store(page)) }
+        }
+        blackHole(handles.count + held.count)
+        return ns / Double(lists * 40)
+      })
+  }
+
+  /// Reading `state.items` of a 2,000-model paged list, against reading the value of a
+  /// 2,000-model collection alias through its handle.
+  func pagedItems() -> Result {
+    let reads = quick ? 100_000 : 500_000
+    let (map, made) = pagedLists(1, pages: 50)
+    let list = made[0]
+    let alias = map.store(list.state.items, named: AliasKey<[Model]>("timeline"))
+    return compare(
+      "paged.items",
+      map: {
+        var total = 0
+        let ns = nanoseconds {
+          for _ in 0..<reads { total &+= list.state.items.count }
+        }
+        blackHole(total)
+        return ns / Double(reads)
+      },
+      floor: {
+        var total = 0
+        let ns = nanoseconds {
+          for _ in 0..<reads { total &+= alias.value?.count ?? 0 }
+        }
+        blackHole(total)
+        return ns / Double(reads)
+      })
+  }
+}

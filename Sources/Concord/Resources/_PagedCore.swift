@@ -1,0 +1,407 @@
+import Foundation
+
+/// How a paged list fetches: its loader, its retries, and the clock they run on.
+@usableFromInline
+struct _PagedFetcher<T: Sendable, Cursor: Codable & Sendable>: Sendable {
+  @usableFromInline let clock: any ResourceClock
+  let retry: RetryPolicy
+  let load: @Sendable (PageRequest<Cursor>) async throws -> Page<T, Cursor>
+}
+
+/// One paged list: its state machine under its own lock, its pages in the map
+/// (`_PagedList`), and the actions its state asks for; `_ResourceCore`'s counterpart.
+///
+/// Every transition of `_PagedMachine` runs under `lock`, and what it returns is done after
+/// the lock is released (`perform`): the loader, the clock, the map and every callback run
+/// outside it. The lock is a leaf: nothing is called while holding it.
+@usableFromInline
+final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: _ResourceEntry,
+  @unchecked Sendable
+{
+  // NB: @unchecked because `machine` and `links` are only touched while holding `lock`.
+
+  let key: ResourceKey<[T]>
+  @usableFromInline let fetcher: _PagedFetcher<T, Cursor>
+  /// The list's pages in the map.
+  let list: _PagedList<T, Cursor>
+  @usableFromInline let lock = Lock()
+  // NB: exclusivity checks off, as on the core's parts: `lock` already makes every access
+  // exclusive, and a check was a good share of reading `state`.
+  @exclusivity(unchecked) @usableFromInline var machine: _PagedMachine<T>
+  private var links = _PagedLinks()
+  /// Guards the observers' delivery state (see `_Subscriber`); never held while calling out.
+  let deliveryLock = Lock()
+  /// Whether the state depends on the time; see `_PagedMachine.needsClock`.
+  @usableFromInline let needsClock: Bool
+  /// The registry that lists the list, to be taken out of it when let go. NB: weak: the
+  /// registry holds the list while it is live, and lives as long as its map.
+  private weak var registry: _ResourceRegistry?
+
+  init(
+    key: ResourceKey<[T]>, settings: _ResourceSettings, fetcher: _PagedFetcher<T, Cursor>,
+    list: _PagedList<T, Cursor>, registry: _ResourceRegistry
+  ) {
+    self.key = key
+    self.fetcher = fetcher
+    self.list = list
+    self.registry = registry
+    machine = _PagedMachine(settings: settings)
+    machine.audience.handles = 1
+    needsClock = machine.needsClock
+  }
+
+  deinit {
+    // NB: see `_ResourceCore.deinit`.
+    for timer in [machine.timers.stale, machine.timers.keep] { timer?.task?.cancel() }
+  }
+
+  /// Starts following the list's pages, and reads them. Called once, right after `init`,
+  /// before anyone else sees the list.
+  func open() {
+    // NB: subscribed before the read, so that no change falls in between.
+    let subscriptions = list.pages().map { ($0.serial, follow($0)) }
+    let snapshot = list.snapshot()
+    let now = self.now
+    perform(
+      lock.withLock {
+        for (serial, subscription) in subscriptions { links.pages[serial] = subscription }
+        return machine.offer(snapshot, at: now)
+      })
+  }
+
+  var name: String { key.name }
+
+  /// Its key in the registry.
+  static func registryKey(_ name: String) -> _ResourceRegistry.Key {
+    _ResourceRegistry.Key(
+      name: name, kind: .paged, valueType: ObjectIdentifier(_PagedCore<T, Cursor>.self))
+  }
+
+  /// The time, when the state depends on it; see `_PagedMachine.needsClock`.
+  @inlinable
+  var now: Date? {
+    needsClock ? fetcher.clock.now : nil
+  }
+
+  // MARK: Reading
+
+  /// How many callers wait for a fetch in flight, both ends; for tests.
+  var waiters: Int {
+    lock.withLock {
+      (machine.fetches.head?.waiters.count ?? 0) + (machine.fetches.tail?.waiters.count ?? 0)
+    }
+  }
+
+  /// How many loader tasks are running, a cancelled one included until it returns; for tests.
+  var runningFetches: Int {
+    lock.withLock { links.runningFetches }
+  }
+
+  /// The state now.
+  @inlinable
+  var state: PagedState<T> {
+    let now = self.now
+    // NB: the fields read under the lock, the state made after it: made under it, and handed
+    // out of it, the state was copied, each of its references retained once more.
+    lock.lock()
+    let items = machine.answer.items
+    let hasOlder = machine.answer.hasAnswer && machine.answer.hasOlder
+    let isStale = machine.isStale(at: now)
+    let (isLoading, isLoadingOlder) = (machine.fetches.head != nil, machine.fetches.tail != nil)
+    let details = machine.details
+    lock.unlock()
+    return PagedState(
+      items: items, hasOlder: hasOlder, isStale: isStale, isLoading: isLoading,
+      isLoadingOlder: isLoadingOlder, details: details)
+  }
+
+  // MARK: Demands
+
+  /// `load()`, `refresh()`, `loadOlder()` or a `revalidate()`'s part.
+  @discardableResult
+  func demand(_ demand: _PagedDemand) async throws -> [T] {
+    let now = self.now
+    let (decision, effects, id) = lock.withLock {
+      let (decision, effects) = machine.begin(demand, at: now, isCancelled: Task.isCancelled)
+      return (decision, effects, machine.nextID())
+    }
+    perform(effects)
+    switch decision {
+    case .answer(let items): return items
+    case .fail(let error): throw error
+    case .skip: throw _Skipped()
+    case .wait: break
+    }
+    let outcome = await withTaskCancellationHandler {
+      await withCheckedContinuation { continuation in
+        let now = self.now
+        // NB: as in `_ResourceCore.demand(_:)`, the cancellation is read under the lock.
+        let effects = lock.withLock {
+          machine.join(
+            demand, _ResourceWaiter(id: id, continuation: continuation), at: now,
+            isCancelled: Task.isCancelled)
+        }
+        perform(effects)
+      }
+    } onCancel: {
+      let now = self.now
+      perform(lock.withLock { machine.cancelWaiter(id, at: now) })
+    }
+    // NB: `unsafeDowncast`: the machine only boxes its items (debug builds check the cast).
+    return unsafeDowncast(try outcome.get(), to: _Answer<[T]>.self).value
+  }
+
+  func invalidate() {
+    let now = self.now
+    perform(lock.withLock { machine.invalidate(at: now) })
+  }
+
+  func revalidate() async {
+    _ = try? await demand(.revalidate)
+  }
+
+  // MARK: Handles and observers
+
+  func acquireHandle() -> Bool {
+    let now = self.now
+    let (acquired, effects) = lock.withLock { machine.addHandle(at: now) }
+    perform(effects)
+    return acquired
+  }
+
+  /// A `PagedResource` handle went.
+  func releaseHandle() {
+    let now = self.now
+    perform(lock.withLock { machine.removeHandle(at: now) })
+  }
+
+  /// Calls `onChange` with each new state, after the current one if asked.
+  func observe(
+    includingCurrentState: Bool, _ onChange: @escaping @Sendable (PagedState<T>) -> Void
+  ) -> Subscription {
+    let now = self.now
+    let (observer, state, version, effects) = lock.withLock {
+      // NB: see `_ResourceCore.observe(includingCurrentState:_:)`.
+      let observer = _Subscriber<PagedState<T>>(
+        lastVersion: includingCurrentState ? 0 : machine.version, onValue: onChange)
+      let (state, version, effects) = machine.addObserver(observer, at: now)
+      return (observer, state, version, effects)
+    }
+    perform(effects)
+    // NB: nonisolated(unsafe): a subscriber's delivery state is only touched while holding
+    // `deliveryLock`, and the machine's list of observers while holding `lock`.
+    nonisolated(unsafe) let removed = observer
+    let subscription = list.subscription { [self] in removeObserver(removed) }
+    if includingCurrentState { observer.deliver(state, version: version, deliveryLock) }
+    return subscription
+  }
+
+  /// An observer's subscription was cancelled. Idempotent.
+  private func removeObserver(_ observer: _Subscriber<PagedState<T>>) {
+    let now = self.now
+    let effects = lock.withLock { machine.removeObserver(observer, at: now) }
+    let dropped = observer.cancel(deliveryLock)
+    perform(effects)
+    withExtendedLifetime(dropped) {}
+  }
+
+  // MARK: The map's changes
+
+  /// A subscription to `page`'s slot: a change of its entities tells the list.
+  private func follow(_ page: _PageSlot<T>) -> Subscription {
+    let serial = page.serial
+    // NB: weak: the list holds the subscriptions (`links`), which would otherwise hold it.
+    return page.slot.observe { [weak self] items in self?.pageChanged(serial, items) }
+  }
+
+  /// Stops following the pages `serials`.
+  private func unfollow(_ serials: [UInt64]) {
+    guard !serials.isEmpty else { return }
+    let dropped = lock.withLock { serials.compactMap { links.pages.removeValue(forKey: $0) } }
+    for subscription in dropped { subscription.cancel() }
+  }
+
+  /// The map changed the page `serial` to `items`: unless the list has that already (the
+  /// page's own landing, say), it is read again whole, with the version of the read, and
+  /// offered. A page that lost entities has its record saved again (a persisted type).
+  ///
+  /// NB: read whole, so that a write that changed several pages tells the observers once.
+  private func pageChanged(_ serial: UInt64, _ items: [T]?) {
+    let known = lock.withLock { () -> Bool in
+      guard let items, let held = machine.answer.items(ofPage: serial) else { return false }
+      return _identical(held, items)
+    }
+    guard !known else { return }
+    let snapshot = list.snapshot()
+    let now = self.now
+    let (effects, shrunk) = lock.withLock { () -> (_PagedEffects<T>, Set<UInt64>) in
+      var shrunk = Set<UInt64>()
+      for page in snapshot.pages {
+        if let held = machine.answer.items(ofPage: page.serial), let items = page.items,
+          items.count < held.count
+        {
+          shrunk.insert(page.serial)
+        }
+      }
+      return (machine.offer(snapshot, at: now), shrunk)
+    }
+    perform(effects)
+    if !shrunk.isEmpty { list.saveShrunkPages(shrunk, now: fetcher.clock.now) }
+  }
+
+  // MARK: Acting
+
+  /// Does what a transition asked, in `_ResourceCore.perform(_:)`'s order: cancels, tells
+  /// the observers, starts, then resumes the callers; what the list let go of is released
+  /// last.
+  private func perform(_ effects: _PagedEffects<T>) {
+    for task in effects.cancelled { task.cancel() }
+    if let delivery = effects.delivery {
+      for observer in delivery.to {
+        // NB: `unsafeDowncast`: the machine's observers are the ones `observe` made.
+        unsafeDowncast(observer, to: _Subscriber<PagedState<T>>.self)
+          .deliver(delivery.state, version: delivery.version, deliveryLock)
+      }
+    }
+    for fetch in effects.startFetches { startFetch(fetch.id, fetch.end) }
+    for timer in effects.timers {
+      startTimer(timer.kind, generation: timer.generation, timer.duration)
+    }
+    for (continuation, outcome) in effects.resumed { continuation.resume(returning: outcome) }
+    if effects.letGo { letGo() }
+  }
+
+  /// Starts the loader's task for the fetch `id` of `end`.
+  private func startFetch(_ id: UInt64, _ end: _PagedEnd) {
+    // NB: the task holds the list until the fetch ends.
+    let task = Task { await self.run(fetch: id, end) }
+    if !lock.withLock({ machine.attach(task, toFetch: id) }) { task.cancel() }
+  }
+
+  /// Starts a timer's task.
+  private func startTimer(_ kind: _ResourceTimerKind, generation: UInt64, _ duration: Duration) {
+    let clock = fetcher.clock
+    // NB: weak: a timer must not keep a list its registry let go of (its map gone).
+    let task = Task { [weak self] in
+      do { try await clock.sleep(for: duration) } catch { return }
+      guard let self else { return }
+      let now = self.now
+      perform(lock.withLock { machine.timerFired(kind, generation: generation, at: now) })
+    }
+    if !lock.withLock({ machine.attach(task, toTimer: kind, generation: generation) }) {
+      task.cancel()
+    }
+  }
+
+  // MARK: The fetch
+
+  /// Runs the fetch `id` of `end`: the loader, and its retries with their waits, outside
+  /// every lock. Each try asks for the page the list needs then.
+  private func run(fetch id: UInt64, _ end: _PagedEnd) async {
+    lock.withLock { links.runningFetches += 1 }
+    defer { lock.withLock { links.runningFetches -= 1 } }
+    var attempt = 1
+    while true {
+      guard lock.withLock({ machine.isInFlight(id) }) != nil else { return }
+      guard let asked = list.request(end, attempt: attempt) else {
+        // NB: the list has no older page to ask for any more (replaced meanwhile).
+        return land(id, nil)
+      }
+      let failure: any Error
+      do {
+        let page = try await fetcher.load(asked.request)
+        return land(id, (page, asked.kind, asked.generation))
+      } catch {
+        failure = error
+      }
+      // NB: a fetch no longer in flight was cancelled: it writes nothing, and tells nobody.
+      guard lock.withLock({ machine.isInFlight(id) }) != nil else { return }
+      guard fetcher.retry.retries(failure, attempt: attempt) else {
+        return fail(id, failure)
+      }
+      let wait = fetcher.retry.delay(beforeRetry: attempt, factor: Double.random(in: 0.5..<1.5))
+      do {
+        try await fetcher.clock.sleep(for: wait)
+      } catch {
+        guard lock.withLock({ machine.isInFlight(id) }) != nil else { return }
+        return fail(id, error)
+      }
+      attempt += 1
+    }
+  }
+
+  /// The fetch `id` failed for good.
+  private func fail(_ id: UInt64, _ error: any Error) {
+    let now = self.now
+    perform(lock.withLock { machine.fail(id, error, at: now) })
+  }
+
+  /// Stores the page the fetch `id` got, in one write of the map, which follows the page it
+  /// added and hands the machine its change; lets go of the pages it dropped; then tells
+  /// everyone.
+  private func land(
+    _ id: UInt64, _ fetched: (page: Page<T, Cursor>, kind: _PageKind, generation: UInt64)?
+  ) {
+    guard lock.withLock({ machine.beginLanding(id) }) else { return }
+    var released: [[T]] = []
+    if let fetched {
+      let landing = list.land(
+        fetched.page, as: fetched.kind, generation: fetched.generation,
+        fetchedAt: fetcher.clock.now, follow: follow
+      ) { change in
+        // NB: the machine's lock is a leaf, taken here under the map's: the change reaches
+        // the machine in the order the map made it.
+        released = lock.withLock { machine.apply(change) }
+      }
+      let extra = lock.withLock { () -> Subscription? in
+        guard let added = landing.added else { return nil }
+        guard !links.isClosed else { return added.subscription }
+        links.pages[added.serial] = added.subscription
+        return nil
+      }
+      extra?.cancel()
+      unfollow(landing.dropped.map(\.serial))
+      withExtendedLifetime(landing) {}
+    }
+    let now = self.now
+    perform(lock.withLock { machine.land(id, at: now) })
+    withExtendedLifetime(released) {}
+  }
+
+  // MARK: Letting go
+
+  /// Nothing used the list for `keepFor`: it leaves the registry, and the map releases its
+  /// pages (the store keeps a persisted list's records).
+  private func letGo() {
+    registry?.remove(self, as: Self.registryKey(name))
+    close()
+  }
+
+  /// Drops a list made for a key that another thread listed first, before anyone saw it.
+  func discard() {
+    lock.withLock { machine.audience.isLetGo = true }
+    close()
+  }
+
+  /// Stops following the pages and empties their slots.
+  private func close() {
+    let subscriptions = lock.withLock { () -> [Subscription] in
+      links.isClosed = true
+      defer { links.pages = [:] }
+      return Array(links.pages.values)
+    }
+    for subscription in subscriptions { subscription.cancel() }
+    let released = list.release()
+    withExtendedLifetime(released) {}
+  }
+}
+
+/// What a paged list keeps beside its state machine, under the same lock.
+private struct _PagedLinks {
+  /// The subscriptions that tell the list when the map changes one of its pages, by page.
+  var pages: [UInt64: Subscription] = [:]
+  /// Whether the list was let go: it follows no page any more.
+  var isClosed = false
+  /// How many loader tasks are running, cancelled ones included until they return.
+  var runningFetches = 0
+}
