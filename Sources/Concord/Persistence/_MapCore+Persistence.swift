@@ -298,7 +298,7 @@ extension _MapCore {
     var wanted: _Prefetch?
     let result: R? = write {
       if audience.persistedTypes > 0 {
-        let prefetch = _Prefetch()
+        let prefetch = persistence.takePrefetch()
         persistence.beginPrefetch()
         needs(prefetch)
         guard !prefetch.hasWanted else {
@@ -306,6 +306,7 @@ extension _MapCore {
           return nil
         }
         persistence.endPrefetch()
+        persistence.giveBack(prefetch)
       }
       return body()
     }
@@ -318,7 +319,15 @@ extension _MapCore {
   /// memory lacks them: what a write of `value` reads (see `writeReading(reading:write:)`).
   @inlinable
   func want<T: Identifiable & Sendable>(_ value: T, in prefetch: _Prefetch) {
-    _MissingEntities(self, prefetch: prefetch).visit(value)
+    withTable(T.self) { table in
+      // NB: a plain entity nests nothing: what the walk would do for it, without making the
+      // walk's two objects (a persisted write of a plain entity pays for nothing else here).
+      guard !table.schema.isLeaf else {
+        if let persisted = table.persisted { prefetch.want(value.id, of: persisted, in: table) }
+        return
+      }
+      _MissingEntities(self, prefetch: prefetch).visit(value)
+    }
   }
 
   /// Asks `prefetch` for the alias `id`'s record and the entities it names, when its value is

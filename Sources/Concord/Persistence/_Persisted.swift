@@ -387,7 +387,10 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
   /// Notes that the entity `id` changed for the store while a prefetch is outstanding.
   @inlinable
   func touch(_ id: T.ID) {
-    if persistence.prefetching > 0 { touched.insert(id) }
+    if persistence.prefetching > 0 {
+      touched.insert(id)
+      persistence.touchedAny = true
+    }
   }
 
   /// Whether the entity `id` may have changed in the store since a prefetch began reading.

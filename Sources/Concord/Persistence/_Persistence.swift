@@ -72,6 +72,12 @@ final class _Persistence: @unchecked Sendable {
   /// of them may have; as `_Persisted.touched` is for entities.
   var touchedAliases: Set<String> = []
   var touchesAllAliases = false
+  /// Whether anything was noted as touched since the prefetches outstanding began: when
+  /// nothing was, the last one to end has nothing to forget (a persisted write's own prefetch,
+  /// which reads nothing, ends at once).
+  @usableFromInline var touchedAny = false
+  /// A prefetch that asked for nothing, for the next write; see `takePrefetch()`.
+  @usableFromInline var sparePrefetch: _Prefetch?
   /// The persisted types' kinds, by type, and the types of each kind.
   var kinds: [ObjectIdentifier: String] = [:]
   var kindOwners: [String: ObjectIdentifier] = [:]
@@ -208,15 +214,20 @@ final class _Persistence: @unchecked Sendable {
         persisted.wipeOpen()
         if prefetching > 0 { persisted.touchAll() }
       }
+      if prefetching > 0 { touchedAny = true }
     case .deleteKind(let kind):
       open.wipedKinds.insert(kind)
       for persisted in types where persisted.kind == kind {
         persisted.wipeOpen()
         if prefetching > 0 { persisted.touchAll() }
       }
+      if prefetching > 0 { touchedAny = true }
     case .deleteAliases(let kind):
       open.wipedAliasKinds.insert(kind)
-      if prefetching > 0 { touchesAllAliases = true }
+      if prefetching > 0 {
+        touchesAllAliases = true
+        touchedAny = true
+      }
       open.aliases = open.aliases.filter { $0.value.kind != kind }
     case .save, .delete, .saveAlias, .deleteAlias:
       preconditionFailure("Concord: \(change) is not a deletion of a kind")
@@ -226,7 +237,10 @@ final class _Persistence: @unchecked Sendable {
   /// Records in the open layer the change `op` of an alias.
   func noteAlias(_ op: _AliasOp) {
     open.aliases[op.name] = op
-    if prefetching > 0 { touchedAliases.insert(op.name) }
+    if prefetching > 0 {
+      touchedAliases.insert(op.name)
+      touchedAny = true
+    }
   }
 
   // MARK: Writing
@@ -463,6 +477,21 @@ final class _Persistence: @unchecked Sendable {
 
   // MARK: Prefetching (see `_Prefetch.swift`)
 
+  /// A prefetch for a write to fill: the one the last write gave back, if it asked for nothing.
+  @usableFromInline
+  func takePrefetch() -> _Prefetch {
+    guard let prefetch = sparePrefetch else { return _Prefetch() }
+    sparePrefetch = nil
+    return prefetch
+  }
+
+  /// Takes back `prefetch`, which a write filled and did not need, for the next write: most
+  /// persisted writes find everything in memory, and would otherwise allocate one each.
+  @usableFromInline
+  func giveBack(_ prefetch: _Prefetch) {
+    if prefetch.types.isEmpty { sparePrefetch = prefetch }
+  }
+
   /// A prefetch starts: from now on, changes handed over note what they touch.
   @usableFromInline
   func beginPrefetch() {
@@ -476,6 +505,7 @@ final class _Persistence: @unchecked Sendable {
   /// - Complexity: O(the layers' changes), once per layer applied, whatever the number of
   ///   prefetches.
   func noteApplied(_ layers: [_StoreLayer]) {
+    touchedAny = true
     for persisted in types {
       persisted.touchApplied(
         wiped: layers.contains { wipes(persisted.kind, aliases: false, in: $0) })
@@ -496,13 +526,15 @@ final class _Persistence: @unchecked Sendable {
     guard prefetching > 0 else { return }
     for persisted in types { persisted.touchAll() }
     touchesAllAliases = true
+    touchedAny = true
   }
 
   /// A prefetch ends, admitted or dropped; the last one forgets what was touched.
   @usableFromInline
   func endPrefetch() {
     prefetching -= 1
-    guard prefetching == 0 else { return }
+    guard prefetching == 0, touchedAny else { return }
+    touchedAny = false
     for persisted in types { persisted.forgetTouched() }
     touchedAliases.removeAll()
     touchesAllAliases = false
