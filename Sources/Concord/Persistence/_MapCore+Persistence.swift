@@ -540,6 +540,7 @@ extension _MapCore {
 
   /// Asks `prefetch` for the record of the answer of the resource `name`, whose entities are
   /// `T`s, and for the entities it names, when `T` is persisted.
+  @usableFromInline
   func want<T: Identifiable & Sendable>(
     answer name: String, of _: T.Type, list: Bool, in prefetch: _Prefetch
   ) {
@@ -555,6 +556,7 @@ extension _MapCore {
   /// load, which tells nobody. Returns when that answer was fetched, and its validator. The
   /// store is read outside the lock when the write admits a prefetch that asked for it
   /// (`want(answer:of:list:in:)`).
+  @usableFromInline
   func loadStoredAnswer<T: Identifiable & Sendable, Value: Sendable>(
     _: T.Type, into node: _AliasNode<Value>, name: String, list: Bool, make: ([T]) -> Value?
   ) -> _StoredAnswerInfo? {
@@ -615,6 +617,7 @@ extension _MapCore {
 
   /// Lists the save of the record of the answer `ids` of `T` of the resource `name`, if `T`
   /// is persisted. In a write.
+  @usableFromInline
   func saveAnswerRecord<T: Identifiable & Sendable>(
     _: T.Type, ids: [T.ID], name: String, list: Bool, _ info: _StoredAnswerInfo
   ) {

@@ -46,9 +46,10 @@ extension IdentityMap {
   ) -> PagedResource<T, Cursor> {
     // NB: made here, in the caller's module, so that the pass writing each page is
     // specialized for `T`: type-erased, it looked up `T`'s metadata at every entity.
-    _pagedResource(key, staleAfter: staleAfter, keepFor: keepFor, retry: retry, load: load) {
-      map, items, slot, stamp in map.storeAnswer(items, into: slot, stamp: stamp)
-    }
+    _pagedResource(
+      key, staleAfter: staleAfter, keepFor: keepFor, retry: retry, load: load,
+      write: { map, items, slot, stamp in map.storeAnswer(items, into: slot, stamp: stamp) },
+      makeSlot: { map, id in map.collectionAliasSlot(id, of: T.self) })
   }
 
   /// `pagedResource(_:staleAfter:keepFor:retry:load:)`, whose pages `write` stores.
@@ -56,7 +57,7 @@ extension IdentityMap {
   func _pagedResource<T: Identifiable & Sendable, Cursor: Codable & Sendable>(
     _ key: ResourceKey<[T]>, staleAfter: Duration, keepFor: Duration, retry: RetryPolicy,
     load: @escaping @Sendable (PageRequest<Cursor>) async throws -> Page<T, Cursor>,
-    write: @escaping _PageWriter<T>
+    write: @escaping _PageWriter<T>, makeSlot: @escaping _PageSlotMaker<T>
   ) -> PagedResource<T, Cursor> {
     let registryKey = _PagedCore<T, Cursor>.registryKey(key.name)
     if let live = _resources.existing(registryKey, as: _PagedCore<T, Cursor>.self) {
@@ -65,7 +66,7 @@ extension IdentityMap {
     // NB: made outside the registry's lock, which is never held while the map's is taken.
     let slotName = _resources.slotID(named: key.name, for: PagedResource<T, Cursor>.self).name
     let list = _PagedList<T, Cursor>.make(
-      in: _core, name: key.name, slotName: slotName, write: write)
+      in: _core, name: key.name, slotName: slotName, write: write, makeSlot: makeSlot)
     let made = _PagedCore(
       key: key,
       settings: _ResourceSettings(

@@ -30,6 +30,7 @@ extension IdentityMap {
   ///     own, cancelled when nobody waits for or observes the resource any more.
   /// - Returns: A handle on the resource; it keeps the resource live while it exists.
   /// - Complexity: O(1) for a live resource; making one reads the store when `T` is persisted.
+  @inlinable
   public func resource<T: Identifiable & Sendable>(
     _ key: ResourceKey<T>, policy: FetchPolicy = .cacheFirst, staleAfter: Duration = .zero,
     keepFor: Duration = .seconds(300), retry: RetryPolicy = .exponential(),
@@ -55,6 +56,7 @@ extension IdentityMap {
   ///
   /// The list is held as a collection alias holds its entities: an entity removed from the
   /// map leaves the list, and one written anywhere shows its new value in it.
+  @inlinable
   public func resource<T: Identifiable & Sendable>(
     _ key: ResourceKey<[T]>, policy: FetchPolicy = .cacheFirst, staleAfter: Duration = .zero,
     keepFor: Duration = .seconds(300), retry: RetryPolicy = .exponential(),
@@ -75,6 +77,7 @@ extension IdentityMap {
   ///   try await api.repository("apple/swift")
   /// }
   /// ```
+  @inlinable
   public func resource<T: Identifiable & Sendable>(
     _ key: ResourceKey<T>, policy: FetchPolicy = .cacheFirst, staleAfter: Duration = .zero,
     keepFor: Duration = .seconds(300), retry: RetryPolicy = .exponential(),
@@ -87,6 +90,7 @@ extension IdentityMap {
 
   /// The resource named `key`, whose answer is a list, with a plain loader. See
   /// `resource(_:policy:staleAfter:keepFor:retry:load:)`.
+  @inlinable
   public func resource<T: Identifiable & Sendable>(
     _ key: ResourceKey<[T]>, policy: FetchPolicy = .cacheFirst, staleAfter: Duration = .zero,
     keepFor: Duration = .seconds(300), retry: RetryPolicy = .exponential(),
@@ -98,7 +102,8 @@ extension IdentityMap {
   }
 
   /// The live resource of `key`, or a new one made with these settings.
-  private func _resource<Value: Sendable>(
+  @usableFromInline
+  func _resource<Value: Sendable>(
     _ key: ResourceKey<Value>, _ shape: _AnswerShape<Value>, _ settings: _ResourceSettings,
     retry: RetryPolicy, load: @escaping @Sendable (ResourceRequest) async throws -> Fetched<Value>
   ) -> Resource<Value> {

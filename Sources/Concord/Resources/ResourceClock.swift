@@ -53,5 +53,5 @@ extension Duration {
   }
 
   /// The duration, or zero when it is negative: how the settings of a resource read one.
-  var _clampedToZero: Duration { self < .zero ? .zero : self }
+  @usableFromInline var _clampedToZero: Duration { self < .zero ? .zero : self }
 }

@@ -104,6 +104,7 @@ final class _AnswerSlot<Value: Sendable>: Sendable {
 
 /// When a stored answer was fetched, and its validator; for a paged list's record, its pages
 /// and cursors too.
+@usableFromInline
 struct _StoredAnswerInfo: Sendable {
   let fetchedAt: Date
   let validator: String?
@@ -113,6 +114,12 @@ struct _StoredAnswerInfo: Sendable {
 /// The operations on a resource's answer that need its entity type `T`, made where `T` is
 /// known (`_AnswerShape.single(_:)`, `_AnswerShape.list(_:)`) and called by the type-erased
 /// resource, in writes of the map.
+///
+/// NB: `single(_:)` and `list(_:)` are inlinable, as are the `resource` methods that call them,
+/// so that a resource made in the client's module makes its slot, and the slot's schema with
+/// it, specialized for `T`: every answer a fetch stores then runs the pass as
+/// `store(_:named:)` does, without looking up generic metadata at each entity.
+@usableFromInline
 struct _AnswerShape<Value: Sendable>: Sendable {
   /// The empty slot `id`, registered.
   let makeSlot: @Sendable (_MapCore, _AliasID) -> _AliasNode<Value>
@@ -126,7 +133,21 @@ struct _AnswerShape<Value: Sendable>: Sendable {
   /// entity type is persisted.
   let saveRecord: @Sendable (_MapCore, Value?, String, _StoredAnswerInfo) -> Void
 
+  @usableFromInline
+  init(
+    makeSlot: @escaping @Sendable (_MapCore, _AliasID) -> _AliasNode<Value>,
+    wantStored: @escaping @Sendable (_MapCore, String, _Prefetch) -> Void,
+    loadStored: @escaping @Sendable (_MapCore, _AliasNode<Value>, String) -> _StoredAnswerInfo?,
+    saveRecord: @escaping @Sendable (_MapCore, Value?, String, _StoredAnswerInfo) -> Void
+  ) {
+    self.makeSlot = makeSlot
+    self.wantStored = wantStored
+    self.loadStored = loadStored
+    self.saveRecord = saveRecord
+  }
+
   /// The answer is one entity.
+  @inlinable
   static func single<T: Identifiable & Sendable>(_: T.Type) -> _AnswerShape<T> {
     _AnswerShape<T>(
       makeSlot: { map, id in map.aliasSlot(id, of: T.self) },
@@ -143,6 +164,7 @@ struct _AnswerShape<Value: Sendable>: Sendable {
   }
 
   /// The answer is a list of entities.
+  @inlinable
   static func list<T: Identifiable & Sendable>(_: T.Type) -> _AnswerShape<[T]> {
     _AnswerShape<[T]>(
       makeSlot: { map, id in map.collectionAliasSlot(id, of: T.self) },

@@ -23,6 +23,13 @@ import Foundation
 typealias _PageWriter<T: Identifiable & Sendable> =
   @Sendable (_MapCore, [T], _AliasNode<[T]>, Stamp?) -> Void
 
+/// Makes (or finds) the slot of a list or one of its pages: made in the caller's module, as
+/// `_PageWriter` is, so that the first slot builds its type's collection alias witness, whose
+/// schema every page's write walks, specialized for `T`.
+@usableFromInline
+typealias _PageSlotMaker<T: Identifiable & Sendable> =
+  @Sendable (_MapCore, _AliasID) -> _AliasNode<[T]>
+
 /// Which page a request asks for, as far as its landing goes.
 enum _PageKind: Sendable, Equatable {
   /// The first page: it replaces the list unless it shares an item with it.
@@ -142,15 +149,19 @@ final class _PagedList<T: Identifiable & Sendable, Cursor: Codable & Sendable>:
   private let slotName: String
   /// Writes a page into its slot.
   private let write: _PageWriter<T>
+  /// Makes a page's slot.
+  private let makeSlot: _PageSlotMaker<T>
   private var book = _PagedBook<T, Cursor>()
 
   private init(
-    anchor: EntityObserver<[T]?>, name: String, slotName: String, write: @escaping _PageWriter<T>
+    anchor: EntityObserver<[T]?>, name: String, slotName: String, write: @escaping _PageWriter<T>,
+    makeSlot: @escaping _PageSlotMaker<T>
   ) {
     self.anchor = anchor
     self.name = name
     self.slotName = slotName
     self.write = write
+    self.makeSlot = makeSlot
   }
 
   /// The map.
@@ -170,19 +181,20 @@ final class _PagedList<T: Identifiable & Sendable, Cursor: Codable & Sendable>:
   /// the store keeps for it, if its entity type is persisted and the store has them. One
   /// write of the map, after reading them, and the entities they name, outside the map's
   /// lock; their cursors are decoded after it, outside the lock too. `write` writes each page
-  /// into its slot.
+  /// into its slot, and `makeSlot` makes each slot.
   static func make(
-    in map: _MapCore, name: String, slotName: String, write: @escaping _PageWriter<T>
+    in map: _MapCore, name: String, slotName: String, write: @escaping _PageWriter<T>,
+    makeSlot: @escaping _PageSlotMaker<T>
   ) -> _PagedList {
     typealias Held = Unmanaged<_Node<[T]?>>
     let (anchor, held, stored) = map.writeReading(
       reading: { prefetch in map.want(pagedList: name, of: T.self, in: prefetch) },
       write: { () -> (Held, [(UInt64, Held)], _StoredAnswerInfo?) in
-        let anchor = map.holdForHandle(map.collectionAliasSlot(slotID(slotName), of: T.self))
+        let anchor = map.holdForHandle(makeSlot(map, slotID(slotName)))
         guard map.persistsTypes else { return (anchor, [], nil) }
         var held: [(UInt64, Held)] = []
         let stored = map.loadStoredPagedList(T.self, name: name) { serial in
-          let node = map.collectionAliasSlot(pageID(slotName, serial), of: T.self)
+          let node = makeSlot(map, pageID(slotName, serial))
           held.append((serial, map.holdForHandle(node)))
           return node
         }
@@ -190,7 +202,7 @@ final class _PagedList<T: Identifiable & Sendable, Cursor: Codable & Sendable>:
       })
     let list = _PagedList(
       anchor: EntityObserver(_Handle(core: map, held: anchor)), name: name, slotName: slotName,
-      write: write)
+      write: write, makeSlot: makeSlot)
     let pages = held.map {
       _PageSlot<T>(serial: $0.0, slot: EntityObserver(_Handle(core: map, held: $0.1)))
     }
@@ -293,7 +305,7 @@ final class _PagedList<T: Identifiable & Sendable, Cursor: Codable & Sendable>:
       book.revision += 1
       let serial = book.nextSerial
       book.nextSerial += 1
-      let node = map.collectionAliasSlot(Self.pageID(slotName, serial), of: T.self)
+      let node = makeSlot(map, Self.pageID(slotName, serial))
       let slot = _PageSlot<T>(
         serial: serial, slot: EntityObserver(_Handle(core: map, held: map.holdForHandle(node))))
       write(map, page.items, node, page.modifiedAt)

@@ -26,12 +26,20 @@ import Foundation
 // `_AnySubscriber`s, and `_ResourceCore` opens the box only to hand the value out.
 
 /// What a resource was configured with, by the call that made it.
+@usableFromInline
 struct _ResourceSettings: Sendable {
   let policy: FetchPolicy
   /// Never negative.
   let staleAfter: Duration
   /// Never negative.
   let keepFor: Duration
+
+  @usableFromInline
+  init(policy: FetchPolicy, staleAfter: Duration, keepFor: Duration) {
+    self.policy = policy
+    self.staleAfter = staleAfter
+    self.keepFor = keepFor
+  }
 }
 
 /// A resource's answer, boxed (an `_Answer<Value>` of the resource's `Value`), so that the
