@@ -205,21 +205,7 @@ extension SQLiteStore {
 
   /// Checks the file a read-only store opened: a database this library wrote, and no newer.
   static func checkReadOnly(_ connection: _Connection, path: String) throws {
-    let version: Int32
-    do {
-      version = try connection.userVersion()
-    } catch let error as Error where error.code == SQLITE_NOTADB {
-      throw Error(
-        kind: .notADatabase, code: error.code,
-        message: "\(path) is not an SQLite database (\(error.message))")
-    }
-    if version > schemaVersion {
-      throw Error(
-        kind: .newerSchema, code: nil,
-        message:
-          "\(path) has schema version \(version); this version of ConcordSQLite reads up to "
-          + "\(schemaVersion). Update the library.")
-    }
+    let version = try readableVersion(connection, path: path, advice: "Update the library.")
     guard version >= 1 else {
       throw Error(
         kind: .notConcord, code: nil,

@@ -159,10 +159,10 @@ public final class SQLiteStore: PersistentStore, @unchecked Sendable {
     log = sharing == .exclusive ? nil : try _ChangeLog(reader: reader, claim: claim, path: path)
   }
 
-  /// Checks the file, and creates or checks the schema; then, for `sharing`, installs or
-  /// removes what logs the changes (see `SQLiteStore+Sharing.swift`).
-  private static func prepareSchema(_ connection: _Connection, path: String, sharing: Sharing)
-    throws
+  /// The file's schema version (0 for a new file), once it is known to be an SQLite database
+  /// of a version this library reads; `advice` ends the error for a newer one.
+  static func readableVersion(_ connection: _Connection, path: String, advice: String) throws
+    -> Int32
   {
     let version: Int32
     do {
@@ -177,8 +177,18 @@ public final class SQLiteStore: PersistentStore, @unchecked Sendable {
         kind: .newerSchema, code: nil,
         message:
           "\(path) has schema version \(version); this version of ConcordSQLite reads up to "
-          + "\(schemaVersion). Update the library, or delete the file to start afresh.")
+          + "\(schemaVersion). \(advice)")
     }
+    return version
+  }
+
+  /// Checks the file, and creates or checks the schema; then, for `sharing`, installs or
+  /// removes what logs the changes (see `SQLiteStore+Sharing.swift`).
+  private static func prepareSchema(_ connection: _Connection, path: String, sharing: Sharing)
+    throws
+  {
+    let version = try readableVersion(
+      connection, path: path, advice: "Update the library, or delete the file to start afresh.")
     try connection.execute("PRAGMA journal_mode = WAL")
     try connection.execute("PRAGMA synchronous = NORMAL")
     if version < schemaVersion {

@@ -112,24 +112,26 @@ struct LoaderError: Error, Equatable, CustomStringConvertible {
   var description: String { "LoaderError(\(code))" }
 }
 
-/// Records the states a resource delivers, and lets a test await one.
-final class StateRecorder<Value: Sendable>: Sendable {
+/// Records what an observation delivers, in order, and lets a test await a delivery: what
+/// `StateRecorder` and `PagedStateRecorder` share.
+final class DeliveryRecorder<Delivered: Sendable>: Sendable {
   private struct State {
-    var recorded: [ResourceState<Value>] = []
+    var recorded: [Delivered] = []
     var watchers:
       [(
-        matches: @Sendable (ResourceState<Value>) -> Bool,
-        continuation: CheckedContinuation<ResourceState<Value>, Never>
+        matches: @Sendable (Delivered) -> Bool,
+        continuation: CheckedContinuation<Delivered, Never>
       )] = []
   }
 
   private let state = Locked(State())
   private let subscription: Locked<Subscription?> = Locked(nil)
 
-  init(_ resource: Resource<Value>, includingCurrentState: Bool = false) {
+  /// Starts recording what `observe` delivers to the callback it is given.
+  init(observe: (@escaping @Sendable (Delivered) -> Void) -> Subscription) {
     let state = state
     subscription.withValue {
-      $0 = resource.observe(includingCurrentState: includingCurrentState) { delivered in
+      $0 = observe { delivered in
         let ready = state.withValue { state in
           state.recorded.append(delivered)
           let ready = state.watchers.filter { $0.matches(delivered) }
@@ -141,15 +143,13 @@ final class StateRecorder<Value: Sendable>: Sendable {
     }
   }
 
-  /// Every state delivered, in order.
-  var states: [ResourceState<Value>] { state.value.recorded }
+  /// Everything delivered, in order.
+  var recorded: [Delivered] { state.value.recorded }
 
-  /// The first state recorded that matches, already recorded or still to come.
-  func first(where matches: @escaping @Sendable (ResourceState<Value>) -> Bool) async
-    -> ResourceState<Value>
-  {
+  /// The first delivery that matches, already recorded or still to come.
+  func first(where matches: @escaping @Sendable (Delivered) -> Bool) async -> Delivered {
     await withCheckedContinuation { continuation in
-      let found = state.withValue { state -> ResourceState<Value>? in
+      let found = state.withValue { state -> Delivered? in
         if let found = state.recorded.first(where: matches) { return found }
         state.watchers.append((matches, continuation))
         return nil
@@ -162,6 +162,30 @@ final class StateRecorder<Value: Sendable>: Sendable {
   func cancel() {
     subscription.withValue { $0?.cancel() }
   }
+}
+
+/// Records the states a resource delivers, and lets a test await one.
+final class StateRecorder<Value: Sendable>: Sendable {
+  private let recorder: DeliveryRecorder<ResourceState<Value>>
+
+  init(_ resource: Resource<Value>, includingCurrentState: Bool = false) {
+    recorder = DeliveryRecorder {
+      resource.observe(includingCurrentState: includingCurrentState, $0)
+    }
+  }
+
+  /// Every state delivered, in order.
+  var states: [ResourceState<Value>] { recorder.recorded }
+
+  /// The first state recorded that matches, already recorded or still to come.
+  func first(where matches: @escaping @Sendable (ResourceState<Value>) -> Bool) async
+    -> ResourceState<Value>
+  {
+    await recorder.first(where: matches)
+  }
+
+  /// Stops recording.
+  func cancel() { recorder.cancel() }
 }
 
 /// A `ManualClock` that also records how long each sleep asked for.

@@ -114,50 +114,20 @@ final class ScriptedPager<T: Sendable, Cursor: Codable & Sendable>: Sendable {
 
 /// Records the states a paged list delivers, and lets a test await one.
 final class PagedStateRecorder<T: Identifiable & Sendable, Cursor: Codable & Sendable>: Sendable {
-  private struct State {
-    var recorded: [PagedState<T>] = []
-    var watchers:
-      [(
-        matches: @Sendable (PagedState<T>) -> Bool,
-        continuation: CheckedContinuation<PagedState<T>, Never>
-      )] = []
-  }
-
-  private let state = Locked(State())
-  private let subscription: Locked<Subscription?> = Locked(nil)
+  private let recorder: DeliveryRecorder<PagedState<T>>
 
   init(_ list: PagedResource<T, Cursor>, includingCurrentState: Bool = false) {
-    let state = state
-    subscription.withValue {
-      $0 = list.observe(includingCurrentState: includingCurrentState) { delivered in
-        let ready = state.withValue { state in
-          state.recorded.append(delivered)
-          let ready = state.watchers.filter { $0.matches(delivered) }
-          state.watchers.removeAll { $0.matches(delivered) }
-          return ready
-        }
-        for watcher in ready { watcher.continuation.resume(returning: delivered) }
-      }
-    }
+    recorder = DeliveryRecorder { list.observe(includingCurrentState: includingCurrentState, $0) }
   }
 
   /// Every state delivered, in order.
-  var states: [PagedState<T>] { state.value.recorded }
+  var states: [PagedState<T>] { recorder.recorded }
 
   /// The first state recorded that matches, already recorded or still to come.
   func first(where matches: @escaping @Sendable (PagedState<T>) -> Bool) async -> PagedState<T> {
-    await withCheckedContinuation { continuation in
-      let found = state.withValue { state -> PagedState<T>? in
-        if let found = state.recorded.first(where: matches) { return found }
-        state.watchers.append((matches, continuation))
-        return nil
-      }
-      if let found { continuation.resume(returning: found) }
-    }
+    await recorder.first(where: matches)
   }
 
   /// Stops recording.
-  func cancel() {
-    subscription.withValue { $0?.cancel() }
-  }
+  func cancel() { recorder.cancel() }
 }
