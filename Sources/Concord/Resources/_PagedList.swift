@@ -186,6 +186,8 @@ final class _PagedList<T: Identifiable & Sendable, Cursor: Codable & Sendable>:
     in map: _MapCore, name: String, slotName: String, write: @escaping _PageWriter<T>,
     makeSlot: @escaping _PageSlotMaker<T>
   ) -> _PagedList {
+    // NB: unretained, as `holdForHandle` returns it: the hold it took keeps the slot until the
+    // handle made of it below gives it back (rule 6 of `_Lifetime.swift`).
     typealias Held = Unmanaged<_Node<[T]?>>
     let (anchor, held, stored) = map.writeReading(
       reading: { prefetch in map.want(pagedList: name, of: T.self, in: prefetch) },
