@@ -259,7 +259,7 @@ final class _MapCore: @unchecked Sendable {
     if lifetime.hasWork || lifetime.buffer.overflows { settleLifetimes() }
     #if CONCORD_INTERNAL_CHECKS
       // NB: every node while the map is small; around the write's nodes once it is large.
-      let touched = registry.liveCount > 512 ? journal.entries.map(\.node) : nil
+      let touched = registry.liveCount > 512 ? journal.entries.map { $0.node } : nil
     #endif
     journal.forget()
     #if CONCORD_INTERNAL_CHECKS

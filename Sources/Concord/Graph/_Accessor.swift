@@ -166,7 +166,7 @@ extension _Accessor {
       removeAll: { root in field.modify(&root) { $0.removeAll() } },
       align: { first, second in
         let theirs = field.get(second)
-        guard field.get(first).map(\.id) == theirs.map(\.id) else { return false }
+        guard field.get(first).map({ $0.id }) == theirs.map({ $0.id }) else { return false }
         field.set(&first, theirs)
         return true
       }
@@ -202,7 +202,7 @@ extension _Accessor {
       removeAll: { root in field.modify(&root) { $0?.removeAll() } },
       align: { first, second in
         let theirs = field.get(second)
-        guard field.get(first)?.map(\.id) == theirs?.map(\.id) else { return false }
+        guard field.get(first)?.map({ $0.id }) == theirs?.map({ $0.id }) else { return false }
         field.set(&first, theirs)
         return true
       }

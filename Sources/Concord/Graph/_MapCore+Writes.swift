@@ -209,24 +209,28 @@ extension _MapCore {
     kept: Int, shared: Bool
   ) {
     let links = node.children
-    var seen = Set<ObjectIdentifier>(minimumCapacity: links.count)
     var dropped: [Int] = []
     var shared = false
+    // NB: one look at each entity's parents, no set of the page's entities: an occurrence
+    // repeats an earlier one when its entity has a link from the slot at a lower position,
+    // and it is listed elsewhere when one of its parents is another slot of the list.
     for (slot, link) in links.enumerated() {
       let child = link.child
-      guard seen.insert(ObjectIdentifier(child)).inserted else {
-        dropped.append(slot)
-        continue
+      var repeated = false
+      var listed = false
+      for index in 0..<child.parentCount {
+        let reference = child.parent(at: index)
+        if reference.parent === node {
+          if Int(reference.slot) < slot {
+            repeated = true
+            break
+          }
+        } else if !others.isEmpty, others.contains(ObjectIdentifier(reference.parent)) {
+          listed = true
+        }
       }
-      // NB: the parents of an entity listed elsewhere include that list's slot.
-      if !others.isEmpty,
-        (0..<child.parentCount).contains(where: {
-          others.contains(ObjectIdentifier(child.parent(at: $0).parent))
-        })
-      {
-        dropped.append(slot)
-        shared = true
-      }
+      if repeated || listed { dropped.append(slot) }
+      if listed && !repeated { shared = true }
     }
     if !dropped.isEmpty {
       journal.touch(node, audience)

@@ -677,7 +677,7 @@ extension _MapCore {
       for id in ids { loadIfMissing(T.self, id: id) }
       let table = registry.table(for: T.self)
       let values = ids.compactMap { table.node($0)?.value }
-      listed.formUnion(values.map(\.id))
+      listed.formUnion(values.map { $0.id })
       loadSlot(slot(serial), with: values)
       pages.append(serial)
     }
@@ -1028,7 +1028,7 @@ extension _MapCore {
       }
       let node = table.node(id)
       let touched = change.persisted.changedSinceApplied(id)
-      let floor = node.map(\.s.stamp) ?? table.tombstone(of: id) ?? .nan
+      let floor = node.map { $0.s.stamp } ?? table.tombstone(of: id) ?? .nan
       switch change.state {
       case .saved(let value, let recordStamp):
         let schema = table.schema

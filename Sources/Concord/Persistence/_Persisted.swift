@@ -516,7 +516,7 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
   /// prefetch did not read the alias, or it changed since.
   func readAlias(_ name: String, _ core: _MapCore) -> _Unapplied<[T.ID]> {
     switch persistence.unappliedAlias(name, kind: kind) {
-    case .saved(let values, let stamp): return .saved((values as? [T] ?? []).map(\.id), stamp)
+    case .saved(let values, let stamp): return .saved((values as? [T] ?? []).map { $0.id }, stamp)
     case .deleted, .tombstone, .failed: return .deleted
     case .unknown: break
     }

@@ -86,7 +86,7 @@ where T.ID: Codable {
   override func change(_ store: any PersistentStore) throws -> PersistentChange {
     .saveAlias(
       name: name, kind: kind ?? "",
-      record: PersistentRecord(payload: try store.encode(entities.map(\.id)), stamp: stamp))
+      record: PersistentRecord(payload: try store.encode(entities.map { $0.id }), stamp: stamp))
   }
 }
 

@@ -85,7 +85,7 @@ extension _MapCore {
       }
       return first.sequence < second.sequence
     }
-    return found.map(\.value)
+    return found.map { $0.value }
   }
 
   /// Opens a collector of `T`'s changes. NB: attached at once, even in the middle of a write:

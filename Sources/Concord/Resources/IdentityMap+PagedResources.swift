@@ -35,7 +35,8 @@ extension IdentityMap {
   ///   - retry: How every page retries; see ``RetryPolicy``.
   ///   - load: The loader: one try of one page, the first, an older or a newer one (see
   ///     ``PageRequest``). It runs outside every lock, in a task of its own, cancelled when
-  ///     nobody waits for or observes the list any more.
+  ///     nobody waits for or observes the list any more. A page that a caller waits for starts
+  ///     on that caller's thread, until the loader first suspends, as a resource's fetch does.
   /// - Returns: A handle on the list; it keeps the list live while it exists.
   /// - Complexity: O(1) for a live list; making one reads the store when `T` is persisted.
   @inlinable

@@ -27,7 +27,10 @@ extension IdentityMap {
   ///     duration counts as zero.
   ///   - retry: How every fetch retries; see ``RetryPolicy``.
   ///   - load: The loader: one try of the fetch. It runs outside every lock, in a task of its
-  ///     own, cancelled when nobody waits for or observes the resource any more.
+  ///     own, cancelled when nobody waits for or observes the resource any more. A fetch that a
+  ///     caller waits for starts on that caller's thread and runs there until the loader first
+  ///     suspends (`Task.immediate`), so a loader that answers without suspending costs no
+  ///     hand-off between threads.
   /// - Returns: A handle on the resource; it keeps the resource live while it exists.
   /// - Complexity: O(1) for a live resource; making one reads the store when `T` is persisted.
   @inlinable

@@ -175,7 +175,7 @@ struct _AnswerShape<Value: Sendable>: Sendable {
         map.loadStoredAnswer(T.self, into: node, name: name, list: true) { $0 }
       },
       saveRecord: { map, value, name, info in
-        map.saveAnswerRecord(T.self, ids: value?.map(\.id) ?? [], name: name, list: true, info)
+        map.saveAnswerRecord(T.self, ids: value?.map { $0.id } ?? [], name: name, list: true, info)
       })
   }
 }

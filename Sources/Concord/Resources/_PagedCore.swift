@@ -141,7 +141,7 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
             demand, _ResourceWaiter(id: id, continuation: continuation), at: now,
             isCancelled: Task.isCancelled)
         }
-        perform(effects)
+        perform(effects, startingInline: true)
       }
     } onCancel: {
       let now = self.now
@@ -251,39 +251,40 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
 
   // MARK: Acting
 
-  /// Does what a transition asked, in `_ResourceCore.perform(_:)`'s order: cancels, tells
-  /// the observers, starts, then resumes the callers; what the list let go of is released
-  /// last.
-  private func perform(_ effects: _PagedEffects<T>) {
+  /// Does what a transition asked, in `_ResourceCore.perform(_:startingInline:)`'s order:
+  /// cancels, tells the observers, starts the timers, resumes the callers, then starts the
+  /// fetches (on this thread with `startingInline`); what the list let go of is released last.
+  private func perform(_ effects: consuming _PagedEffects<T>, startingInline: Bool = false) {
     for task in effects.cancelled { task.cancel() }
-    if let delivery = effects.delivery {
+    // NB: the delivery is let go before a fetch starts, for the reason `notify` gives.
+    if let delivery = effects.delivery.take() {
       for observer in delivery.to {
         // NB: `unsafeDowncast`: the machine's observers are the ones `observe` made.
         unsafeDowncast(observer, to: _Subscriber<PagedState<T>>.self)
           .deliver(delivery.state, version: delivery.version, deliveryLock)
       }
     }
-    for fetch in effects.startFetches { startFetch(fetch.id, fetch.end) }
     for timer in effects.timers {
       startTimer(timer.kind, generation: timer.generation, timer.duration)
     }
     for (continuation, outcome) in effects.resumed { continuation.resume(returning: outcome) }
+    for fetch in effects.startFetches {
+      startFetch(fetch.id, fetch.end, inline: startingInline)
+    }
     if effects.letGo { letGo() }
   }
 
   /// Starts the loader's task for the fetch `id` of `end`.
-  private func startFetch(_ id: UInt64, _ end: _PagedEnd) {
+  private func startFetch(_ id: UInt64, _ end: _PagedEnd, inline: Bool) {
     // NB: the task holds the list until the fetch ends.
-    let task = Task { await self.run(fetch: id, end) }
+    let task = _startTask(inline: inline) { await self.run(fetch: id, end) }
     if !lock.withLock({ machine.attach(task, toFetch: id) }) { task.cancel() }
   }
 
   /// Starts a timer's task.
   private func startTimer(_ kind: _ResourceTimerKind, generation: UInt64, _ duration: Duration) {
-    let clock = fetcher.clock
     // NB: weak: a timer must not keep a list its registry let go of (its map gone).
-    let task = Task { [weak self] in
-      do { try await clock.sleep(for: duration) } catch { return }
+    let task = _startTimerTask(on: fetcher.clock, after: duration) { [weak self] in
       guard let self else { return }
       let now = self.now
       perform(lock.withLock { machine.timerFired(kind, generation: generation, at: now) })
@@ -360,7 +361,7 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
         return nil
       }
       extra?.cancel()
-      unfollow(landing.dropped.map(\.serial))
+      unfollow(landing.dropped.map { $0.serial })
       withExtendedLifetime(landing) {}
     }
     let now = self.now

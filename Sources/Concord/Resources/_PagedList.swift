@@ -219,7 +219,7 @@ final class _PagedList<T: Identifiable & Sendable, Cursor: Codable & Sendable>:
         newer: newer, older: older, hasOlder: paging.hasOlder && older != nil)
       list.book.hasAnswer = true
       list.book.fetchedAt = stored.fetchedAt
-      list.book.nextSerial = (pages.map(\.serial).max() ?? 0) + 1
+      list.book.nextSerial = (pages.map { $0.serial }.max() ?? 0) + 1
     }
     return list
   }
@@ -395,7 +395,7 @@ final class _PagedList<T: Identifiable & Sendable, Cursor: Codable & Sendable>:
   /// In a write.
   private func savePageRecord(_ page: _PageSlot<T>, next: UInt64?, now: Date) {
     map.savePagedRecord(
-      T.self, name: name, page: page.serial, ids: page.node.value?.map(\.id) ?? [],
+      T.self, name: name, page: page.serial, ids: page.node.value?.map { $0.id } ?? [],
       _StoredAnswerInfo(fetchedAt: now, validator: nil, paging: _StoredPaging(next: next)))
   }
 

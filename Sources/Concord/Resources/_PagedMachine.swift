@@ -70,9 +70,9 @@ struct _PagedAnswer<T: Sendable> {
       reindex()
       return []
     case .replaced(let replacing):
-      let released = pages.map(\.items) + [items]
+      let released = pages.map { $0.items } + [items]
       pages = replacing
-      items = replacing.flatMap(\.items)
+      items = replacing.flatMap { $0.items }
       reindex()
       return released
     }
@@ -94,7 +94,7 @@ struct _PagedAnswer<T: Sendable> {
     // NB: `removeAll()` empties the slots: the list is gone, as an answer is.
     hasAnswer = snapshot.hasAnswer && !snapshot.pages.contains { $0.items == nil }
     guard hasAnswer else {
-      released = pages.map(\.items) + [items]
+      released = pages.map { $0.items } + [items]
       pages = []
       items = []
       positions = [:]
@@ -116,7 +116,7 @@ struct _PagedAnswer<T: Sendable> {
       index += 1
     }
     if index < pages.count || index < snapshot.pages.count {
-      released += pages[index...].map(\.items)
+      released += pages[index...].map { $0.items }
       pages.removeSubrange(index...)
       items.removeSubrange(start...)
       for page in snapshot.pages[index...] {
@@ -595,6 +595,10 @@ struct _PagedMachine<T: Sendable> {
   /// The state changed: one new version for the observers.
   mutating func notify(at now: Date?, _ effects: inout _PagedEffects<T>) {
     version += 1
-    effects.delivery = (state(at: now), version, audience.observers)
+    // NB: no state without observers: a state held by the effects while a fetch starts (at
+    // once, on the caller's thread) would share the items, and the page it lands would copy
+    // the whole list to append to it.
+    effects.delivery =
+      audience.observers.isEmpty ? nil : (state(at: now), version, audience.observers)
   }
 }

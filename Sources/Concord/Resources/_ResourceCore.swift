@@ -149,7 +149,7 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
             demand, _ResourceWaiter(id: id, continuation: continuation), at: now,
             isCancelled: Task.isCancelled)
         }
-        perform(effects)
+        perform(effects, startingInline: true)
       }
     } onCancel: {
       let now = fetcher.clock.now
@@ -227,23 +227,28 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
 
   // MARK: Acting
 
-  /// Does what a transition asked, in this order: cancels, tells the observers, starts, then
-  /// resumes the callers.
+  /// Does what a transition asked, in this order: cancels, tells the observers, starts the
+  /// timers, resumes the callers, then starts the fetch. With `startingInline` (a caller that
+  /// waits for the fetch), the fetch's task runs on this thread until its loader suspends
+  /// (`Task.immediate`): a loader that answers without suspending lands before this returns,
+  /// with no hand-off to another thread and back.
   ///
   /// NB: the observers are told before the fetch starts, so that the state of a fetch starting
   /// reaches them before the state of its end can (a newer version would make them skip the
   /// older one), and before the callers are resumed, so that a caller that awaited a fetch finds
-  /// its observers told.
-  private func perform(_ effects: _ResourceEffects) {
+  /// its observers told. The fetch starts last: a fetch that lands at once makes transitions
+  /// of its own, which must come after every effect of the one that started it (a timer of
+  /// this transition started after the landing would outlive the generation that landing made).
+  private func perform(_ effects: _ResourceEffects, startingInline: Bool = false) {
     for task in effects.cancelled { task.cancel() }
     if let delivery = effects.delivery { deliver(delivery) }
-    if let id = effects.startFetch { startFetch(id) }
     for timer in effects.timers {
       startTimer(timer.kind, generation: timer.generation, timer.duration)
     }
     if let resumed = effects.resumed {
       for waiter in resumed.waiters { waiter.continuation.resume(returning: resumed.outcome) }
     }
+    if let id = effects.startFetch { startFetch(id, inline: startingInline) }
     if effects.letGo { letGo() }
   }
 
@@ -263,9 +268,9 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
   }
 
   /// Starts the loader's task for the fetch `id`.
-  private func startFetch(_ id: UInt64) {
+  private func startFetch(_ id: UInt64, inline: Bool) {
     // NB: the task holds the resource until the fetch ends.
-    let task = Task { await self.run(fetch: id) }
+    let task = _startTask(inline: inline) { await self.run(fetch: id) }
     if !lock.withLock({ machine.attach(task, toFetch: id) }) { task.cancel() }
   }
 
@@ -273,8 +278,7 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
   private func startTimer(_ kind: _ResourceTimerKind, generation: UInt64, _ duration: Duration) {
     let clock = fetcher.clock
     // NB: weak: a timer must not keep a resource its registry let go of (its map gone).
-    let task = Task { [weak self] in
-      do { try await clock.sleep(for: duration) } catch { return }
+    let task = _startTimerTask(on: clock, after: duration) { [weak self] in
       guard let self else { return }
       let now = clock.now
       perform(lock.withLock { machine.timerFired(kind, generation: generation, at: now) })
@@ -387,4 +391,31 @@ private struct _ResourceLinks {
   var answerSubscription: Subscription?
   /// How many loader tasks are running, cancelled ones included until they return.
   var runningFetches = 0
+}
+
+/// Starts `operation` in a new task: with `inline`, at once on the calling thread until its
+/// first suspension (`Task.immediate`), else enqueued as `Task.init` does.
+func _startTask(
+  inline: Bool, _ operation: sending @escaping @isolated(any) () async -> Void
+) -> Task<Void, Never> {
+  if inline, #available(macOS 26, iOS 26, tvOS 26, watchOS 26, visionOS 26, *) {
+    return Task.immediate(operation: operation)
+  }
+  return Task(operation: operation)
+}
+
+/// Starts a timer's task: it sleeps on `clock` until `duration` after now, then calls `fired`
+/// unless it was cancelled.
+///
+/// NB: the deadline is read now, not when the task first runs: a task that runs late (after
+/// its starter returned at once, and the clock moved) still wakes when it was due.
+func _startTimerTask(
+  on clock: any ResourceClock, after duration: Duration, _ fired: @escaping @Sendable () -> Void
+) -> Task<Void, Never> {
+  let deadline = clock.now.addingTimeInterval(duration._seconds)
+  return Task {
+    let left = deadline.timeIntervalSince(clock.now)
+    do { try await clock.sleep(for: .seconds(max(0, left))) } catch { return }
+    fired()
+  }
 }

@@ -75,7 +75,7 @@ final class _ResourceRegistry: @unchecked Sendable {
   ///
   /// - Complexity: O(live resources).
   func entries(prefix: String) -> [any _ResourceEntry] {
-    lock.withLock { entries.filter { $0.key.name.hasPrefix(prefix) }.map(\.value) }
+    lock.withLock { entries.filter { $0.key.name.hasPrefix(prefix) }.map { $0.value } }
   }
 }
 
