@@ -188,8 +188,8 @@ extension _MapCore {
   /// Writes `value` into the slot of a resource's answer: one pass, the slot unstamped (every
   /// fetch replaces the answer before it), each entity judged by `stamp`, or its own.
   ///
-  /// NB: inlinable, so that a paged list's pages are written by a pass specialized for their
-  /// type (see `IdentityMap.pagedResource`).
+  /// NB: inlinable, so that a resource's answers and a paged list's pages are written by a
+  /// pass specialized for their type (`_AnswerShape.write`, `IdentityMap.pagedResource`).
   @inlinable
   func storeAnswer<Value: Sendable>(_ value: Value, into node: _AliasNode<Value>, stamp: Stamp?) {
     lifetime.noteHoldDropped(node)

@@ -61,7 +61,7 @@ final class _AnswerSlot<Value: Sendable>: Sendable {
     let map = map
     let node = node
     map.write {
-      map.storeAnswer(value, into: node, stamp: stamp)
+      shape.write(map, value, node, stamp)
       saveRecord(record, in: map)
     }
   }
@@ -123,6 +123,9 @@ struct _StoredAnswerInfo: Sendable {
 struct _AnswerShape<Value: Sendable>: Sendable {
   /// The empty slot `id`, registered.
   let makeSlot: @Sendable (_MapCore, _AliasID) -> _AliasNode<Value>
+  /// Writes an answer into its slot, each entity stamped so unless it carries its own
+  /// (`_MapCore.storeAnswer`, specialized for the entity type). In a write.
+  let write: @Sendable (_MapCore, Value, _AliasNode<Value>, Stamp?) -> Void
   /// Asks a prefetch for the answer the store keeps for the resource named so, if the entity
   /// type is persisted. Under the map's lock.
   let wantStored: @Sendable (_MapCore, String, _Prefetch) -> Void
@@ -136,11 +139,13 @@ struct _AnswerShape<Value: Sendable>: Sendable {
   @usableFromInline
   init(
     makeSlot: @escaping @Sendable (_MapCore, _AliasID) -> _AliasNode<Value>,
+    write: @escaping @Sendable (_MapCore, Value, _AliasNode<Value>, Stamp?) -> Void,
     wantStored: @escaping @Sendable (_MapCore, String, _Prefetch) -> Void,
     loadStored: @escaping @Sendable (_MapCore, _AliasNode<Value>, String) -> _StoredAnswerInfo?,
     saveRecord: @escaping @Sendable (_MapCore, Value?, String, _StoredAnswerInfo) -> Void
   ) {
     self.makeSlot = makeSlot
+    self.write = write
     self.wantStored = wantStored
     self.loadStored = loadStored
     self.saveRecord = saveRecord
@@ -151,6 +156,7 @@ struct _AnswerShape<Value: Sendable>: Sendable {
   static func single<T: Identifiable & Sendable>(_: T.Type) -> _AnswerShape<T> {
     _AnswerShape<T>(
       makeSlot: { map, id in map.aliasSlot(id, of: T.self) },
+      write: { map, value, node, stamp in map.storeAnswer(value, into: node, stamp: stamp) },
       wantStored: { map, name, prefetch in
         map.want(answer: name, of: T.self, list: false, in: prefetch)
       },
@@ -168,6 +174,7 @@ struct _AnswerShape<Value: Sendable>: Sendable {
   static func list<T: Identifiable & Sendable>(_: T.Type) -> _AnswerShape<[T]> {
     _AnswerShape<[T]>(
       makeSlot: { map, id in map.collectionAliasSlot(id, of: T.self) },
+      write: { map, value, node, stamp in map.storeAnswer(value, into: node, stamp: stamp) },
       wantStored: { map, name, prefetch in
         map.want(answer: name, of: T.self, list: true, in: prefetch)
       },

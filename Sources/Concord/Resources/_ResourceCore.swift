@@ -218,7 +218,13 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
   // MARK: The map's changes
 
   /// The map changed the answer: it is read again, with the map's version, and offered.
+  ///
+  /// NB: a change that the landing of a fetch makes, told on the landing's thread during its
+  /// write, is skipped: the landing reads the slot after that write, and offers what it read
+  /// with the fetch's end. Another thread's change, or one made after the landing read, is not.
   private func answerChanged() {
+    let thread = _ThreadID.current
+    if lock.withLock({ links.landingThread == thread }) { return }
     let (value, mapVersion) = slot.read()
     let answer = _Answer.box(value)
     let now = fetcher.clock.now
@@ -333,14 +339,22 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
     let now = fetcher.clock.now
     switch fetched._kind {
     case .value(let value, let stamp, let validator):
-      guard lock.withLock({ machine.beginLanding(id) }) else { return }
+      let thread = _ThreadID.current
+      guard
+        lock.withLock({
+          guard machine.beginLanding(id) else { return false }
+          links.landingThread = thread
+          return true
+        })
+      else { return }
       slot.store(
         value, stamp: stamp, record: _StoredAnswerInfo(fetchedAt: now, validator: validator))
       let (stored, mapVersion) = slot.read()
       let answer = _Answer.box(stored)
       perform(
         lock.withLock {
-          machine.land(
+          links.landingThread = nil
+          return machine.land(
             id, value: answer, mapVersion: mapVersion, fetchedAt: now, validator: validator,
             at: now)
         })
@@ -391,6 +405,9 @@ private struct _ResourceLinks {
   var answerSubscription: Subscription?
   /// How many loader tasks are running, cancelled ones included until they return.
   var runningFetches = 0
+  /// The thread writing a fetch's answer, while it does: what the map tells the resource of
+  /// that write, on that thread, the landing reads itself once the write is done.
+  var landingThread: _ThreadID?
 }
 
 /// Starts `operation` in a new task: with `inline`, at once on the calling thread until its

@@ -36,6 +36,31 @@ struct NormalizedAnswerTests {
     #expect(recorder.states.last?.isLoading == false && recorder.states.last?.isStale == false)
   }
 
+  @Test(
+    "A write made on the landing's thread while the answer is delivered reaches the answer",
+    arguments: [false, true])
+  func writeDuringTheLandingsDelivery(observed: Bool) async throws {
+    let map = IdentityMap(clock: clock)
+    let handle = map.store(ursula)
+    // NB: told on the landing's thread, during its write, when the answer renames Ursula;
+    // the resource skips what it is told of its own write there, so this nested write must
+    // reach the answer by the landing's read after the write.
+    let renamer = handle.observe { author in
+      if author.name == "U" { map.update(Author.self, id: 2) { $0.name = "Octavia E. Butler" } }
+    }
+    defer { renamer.cancel() }
+    let authors = map.resource(ResourceKey<[Author]>("authors"), staleAfter: .seconds(60)) {
+      _ in .value([Author(id: 1, name: "U"), octavia])
+    }
+    let recorder = observed ? StateRecorder(authors) : nil
+    let answer = try await authors.load()
+    #expect(answer.map(\.name) == ["U", "Octavia E. Butler"])
+    #expect(authors.state.value?.map(\.name) == ["U", "Octavia E. Butler"])
+    if let recorder {
+      #expect(recorder.states.last?.value?.map(\.name) == ["U", "Octavia E. Butler"])
+    }
+  }
+
   @Test("A transaction that edits two entities of the answer tells its observers once")
   func transactionTellsOnce() async throws {
     let map = IdentityMap(clock: clock)
