@@ -292,8 +292,19 @@ extension _MapCore {
   /// changed nothing, the store is read with no lock held, and `body` runs in a new write that
   /// admits what was read. What `needs` could not foresee (the entities nested in what an
   /// `update` body returns) is read under the lock, as before.
+  ///
+  /// NB: the store's path is a function of its own, never inlined (though specialized), so
+  /// that a map without a store inlines only the write: the prefetch's code, inlined into
+  /// every `store`, made the optimizer keep the write itself out of line.
   @inlinable
   func writeReading<R>(reading needs: (_Prefetch) -> Void, write body: () -> R) -> R {
+    guard persistence != nil else { return write(body) }
+    return writeReadingTheStore(reading: needs, write: body)
+  }
+
+  /// `writeReading(reading:write:)` for a map with a store.
+  @inlinable @inline(never)
+  func writeReadingTheStore<R>(reading needs: (_Prefetch) -> Void, write body: () -> R) -> R {
     guard let persistence, !lock.isHeldByCurrentThread else { return write(body) }
     var wanted: _Prefetch?
     let result: R? = write {

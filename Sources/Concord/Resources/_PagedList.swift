@@ -174,7 +174,7 @@ final class _PagedList<T: Identifiable & Sendable, Cursor: Codable & Sendable>:
 
   /// The id of the slot of the page `serial` of the list whose slots' ids start with `slotName`.
   private static func pageID(_ slotName: String, _ serial: UInt64) -> _AliasID {
-    slotID(slotName + " page \(serial)")
+    slotID(slotName + " page " + String(serial))
   }
 
   /// Makes the list named `name`, whose slots' ids start with `slotName`, holding the pages
@@ -275,8 +275,12 @@ final class _PagedList<T: Identifiable & Sendable, Cursor: Codable & Sendable>:
 
   /// Whether `removeAll()` emptied the list's slots (it empties them all at once): the list is
   /// gone. Under the map's lock.
+  ///
+  /// NB: asked of the slot's witness, which reads the value in specialized code, rather than
+  /// by copying `[T]?` out here, in generic code.
   private var isEmptied: Bool {
-    book.pages.first.map { $0.node.value == nil } ?? false
+    guard let first = book.pages.first?.node else { return false }
+    return !first.witness.holdsAliasValue(first)
   }
 
   // MARK: Landing
