@@ -254,8 +254,3 @@ struct PersistentResourceTests {
     #expect(state.value?.map(\.id) == [1] && state.fetchedAt == Date(timeIntervalSince1970: 1_000))
   }
 }
-
-/// Yields until `condition` holds: for effects that happen in other tasks, with no sleep.
-func eventually(_ condition: () -> Bool) async {
-  while !condition() { await Task.yield() }
-}

@@ -236,8 +236,3 @@ final class Gate: Sendable {
     for continuation in waiting { continuation.resume() }
   }
 }
-
-/// Yields until `condition` holds: for effects that happen in other tasks, with no sleep.
-func eventually(_ condition: () -> Bool) async {
-  while !condition() { await Task.yield() }
-}
