@@ -162,8 +162,10 @@ extension _Node {
   }
 
   // NB: apart from the check above, so that the check, made for every claim of every type,
-  // does not instantiate `Value?`'s metadata where this method runs unspecialized.
-  @usableFromInline @inline(never)
+  // stays small where it is inlined; inlinable, though never inlined, so that the client's
+  // module specializes it for `Value` (unspecialized, it looked up `Value?`'s and the stash's
+  // metadata at every merge).
+  @inlinable @inline(never)
   final func _mergeClaimChain(
     _ index: Int, _ pass: _Pass, _ merge: @Sendable (Value, Value) -> Value
   ) {
