@@ -141,7 +141,9 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
             demand, _ResourceWaiter(id: id, continuation: continuation), at: now,
             isCancelled: Task.isCancelled)
         }
-        perform(effects, startingInline: true)
+        // NB: at once only for a fetch this caller waits for: one that answered it at once
+        // and refreshes in the background starts as any background refresh does.
+        perform(effects, startingInline: effects.resumed.isEmpty)
       }
     } onCancel: {
       let now = self.now
