@@ -73,7 +73,10 @@ extension IdentityMap {
       settings: _ResourceSettings(
         policy: .cacheFirst, staleAfter: staleAfter._clampedToZero,
         keepFor: keepFor._clampedToZero),
-      fetcher: _PagedFetcher(clock: _resources.clock, retry: retry, load: load), list: list,
+      fetcher: _PagedFetcher(
+        clock: _resources.clock, retry: retry, load: load,
+        startsInline: _resources.startsWaitedFetchesInline),
+      list: list,
       registry: _resources)
     made.open()
     let listed = _resources.list(made, as: registryKey)

@@ -121,7 +121,10 @@ extension IdentityMap {
       shape: shape)
     let made = _ResourceCore(
       key: key, settings: settings,
-      fetcher: _ResourceFetcher(clock: _resources.clock, retry: retry, load: load), slot: slot,
+      fetcher: _ResourceFetcher(
+        clock: _resources.clock, retry: retry, load: load,
+        startsInline: _resources.startsWaitedFetchesInline),
+      slot: slot,
       stored: stored, registry: _resources)
     made.open()
     let listed = _resources.list(made, as: registryKey)

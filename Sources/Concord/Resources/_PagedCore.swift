@@ -6,6 +6,8 @@ struct _PagedFetcher<T: Sendable, Cursor: Codable & Sendable>: Sendable {
   @usableFromInline let clock: any ResourceClock
   let retry: RetryPolicy
   let load: @Sendable (PageRequest<Cursor>) async throws -> Page<T, Cursor>
+  /// Whether a page a caller waits for starts on the caller's thread; see `_ResourceFetcher`.
+  let startsInline: Bool
 }
 
 /// One paged list: its state machine under its own lock, its pages in the map
@@ -143,7 +145,7 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
         }
         // NB: at once only for a fetch this caller waits for: one that answered it at once
         // and refreshes in the background starts as any background refresh does.
-        perform(effects, startingInline: effects.resumed.isEmpty)
+        perform(effects, startingInline: fetcher.startsInline && effects.resumed.isEmpty)
       }
     } onCancel: {
       let now = self.now

@@ -18,6 +18,9 @@ struct _ResourceFetcher<Value: Sendable>: Sendable {
   let clock: any ResourceClock
   let retry: RetryPolicy
   let load: @Sendable (ResourceRequest) async throws -> Fetched<Value>
+  /// Whether a fetch a caller waits for starts on the caller's thread (`Task.immediate`);
+  /// tests turn it off to run the same steps with every fetch enqueued.
+  let startsInline: Bool
 }
 
 /// One resource: its state machine under its own lock, and the actions that state asks for.
@@ -151,7 +154,7 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
         }
         // NB: at once only for a fetch this caller waits for: one that answered it at once
         // and refreshes in the background starts as any background refresh does.
-        perform(effects, startingInline: effects.resumed == nil)
+        perform(effects, startingInline: fetcher.startsInline && effects.resumed == nil)
       }
     } onCancel: {
       let now = fetcher.clock.now

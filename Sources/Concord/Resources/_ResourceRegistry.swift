@@ -26,9 +26,18 @@ final class _ResourceRegistry: @unchecked Sendable {
   private var entries: [Key: any _ResourceEntry] = [:]
   /// The last serial number given to a slot.
   private var serial: UInt64 = 0
+  private var inline = true
 
   init(clock: any ResourceClock) {
     self.clock = clock
+  }
+
+  /// Whether the resources made from now on start a fetch their caller waits for on the
+  /// caller's thread (`Task.immediate`, the default) rather than enqueued (`Task.init`). For
+  /// the tests that run the same steps both ways: the outcomes must not differ.
+  var startsWaitedFetchesInline: Bool {
+    get { lock.withLock { inline } }
+    set { lock.withLock { inline = newValue } }
   }
 
   /// The live entry for `key`, with a handle taken on it, if there is one.
