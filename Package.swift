@@ -49,7 +49,8 @@ let package = Package(
       ],
       path: "Tests/ConcordSharingHelper"
     ),
-    // Helpers the test targets share: a seeded generator and a locked box.
+    // Helpers the test targets share: a seeded generator, a locked box, a loopback HTTP server,
+    // and `eventually`.
     .target(name: "TestSupport", path: "Tests/TestSupport"),
     .testTarget(
       name: "ConcordTests", dependencies: ["Concord", "ConcordTesting", "TestSupport"]),
