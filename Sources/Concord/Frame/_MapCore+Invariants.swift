@@ -23,6 +23,10 @@ extension _MapCore {
     check(lifetime.candidates.isEmpty && lifetime.deferred.isEmpty, "lifetimes left unsettled")
     check(outbox.initials.isEmpty, "a subscription's current value was never delivered")
     check(!lifetime.buffer.overflows, "the release buffer holds more than its capacity")
+    // NB: the whole queue, so only while the whole map is checked.
+    if touched == nil, let problem = lifetime.buffer.problem() {
+      check(false, "release buffer: \(problem)")
+    }
     let registered = registry.tables.reduce(0) { $0 + $1.count }
     check(
       registered == registry.liveCount, "count is \(registry.liveCount), tables hold \(registered)")

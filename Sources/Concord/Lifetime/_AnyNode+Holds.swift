@@ -106,7 +106,7 @@ extension _AnyNode {
   /// Gives back the manual retain of `adopt()`, if any. The node itself goes to `graveyard`,
   /// released only after the lock (rule 3).
   @usableFromInline
-  final func disown(into graveyard: inout [AnyObject]) {
+  final func disown(into graveyard: inout _Graveyard) {
     guard s.flags.contains(.adopted) else { return }
     s.flags.remove(.adopted)
     graveyard.append(self)

@@ -123,7 +123,7 @@ extension _Lifetime {
   /// Removes one external hold from `node`, under the exclusive lock; the last one of the map's
   /// last pinned node lets the map go, after the lock (see `unpin(into:)`).
   @inlinable
-  mutating func dropExternalHold(on node: _AnyNode, graveyard: inout [AnyObject]) {
+  mutating func dropExternalHold(on node: _AnyNode, graveyard: inout _Graveyard) {
     let after = node.removeExternalHold()
     if after <= 1 && after == node.anchorHolds { unpin(into: &graveyard) }
     noteHoldDropped(node)
@@ -150,7 +150,7 @@ extension _Lifetime {
   /// NB: the map may only let go of itself after its lock is released, at the very end of its
   /// last frame: the retain goes with the outcome, which `_MapCore.endWrite()` releases last.
   @usableFromInline
-  mutating func unpin(into graveyard: inout [AnyObject]) {
+  mutating func unpin(into graveyard: inout _Graveyard) {
     pinnedNodes -= 1
     if pinnedNodes == 0, let retain = selfRetain.take() { graveyard.append(retain) }
   }

@@ -120,7 +120,8 @@ extension _MapCore {
       }
       lifetime.candidates.removeAll(keepingCapacity: true)
       while lifetime.buffer.overflows, let oldest = lifetime.buffer.evictOldest() {
-        purge(oldest)
+        // NB: borrowed: the purge hands the table's retain to the write's graveyard.
+        oldest._withUnsafeGuaranteedRef { purge($0) }
       }
       if !maybeCyclic.isEmpty {
         collectCycles(from: maybeCyclic)
@@ -245,7 +246,7 @@ extension _MapCore {
     lock.lock()
     // NB: the dropped callback goes with the outbox, released after the outermost frame
     // unlocks: its captures' deinits are user code.
-    outbox.graveyard.append(dropped as AnyObject)
+    outbox.bury(dropped as AnyObject)
     guard frame.depth == 0 else {
       lifetime.deferred.append(.cancel(node, subscriber))
       lock.unlock()
@@ -261,7 +262,7 @@ extension _MapCore {
     guard let extras = node.s.extras,
       let index = extras.subscribers.firstIndex(where: { $0 === subscriber })
     else { return }
-    outbox.graveyard.append(extras.subscribers.remove(at: index))
+    outbox.bury(extras.subscribers.remove(at: index))
     lifetime.openSubscriptions -= 1
     lifetime.dropExternalHold(on: node, graveyard: &outbox.graveyard)
   }

@@ -3,44 +3,46 @@
 ///
 /// A buffered node stays registered in its table, keeps its links (so a buffered aggregate
 /// keeps its nested entities alive and current), and carries the `.buffered` flag, so that a
-/// new holder takes it out with one flag test on the hot path. The order is a queue of
-/// tickets: entering appends one, taking out forgets the node's ticket (its queue entry goes
-/// stale), and eviction pops from the front, skipping stale entries. Stale entries are
-/// compacted away once they outnumber the live ones.
+/// new holder takes it out with one flag test on the hot path. The order is a queue of slots:
+/// entering appends the node and writes its position into the node (`_NodeState.bufferSlot`),
+/// taking out empties that slot, and eviction pops from the front, skipping empty slots. The
+/// queue is compacted once its empty slots (taken out, or already popped) outnumber the
+/// buffered nodes, so it never holds more than about twice the buffer's count.
+///
+/// NB: no dictionary and no ticket. Every way out of the buffer empties the node's slot, so a
+/// slot that is not empty names a node that is buffered now.
 ///
 /// - Complexity: O(1) amortized per release, take-out and eviction. With a capacity of zero the
 ///   buffer is never used.
 @usableFromInline
 struct _ReleaseBuffer {
+  /// The most entities a buffer keeps: 2^30, so that a slot fits the node's 32 bits.
+  static var largestCapacity: Int { 1 << 30 }
+
   /// How many entities it keeps.
   @usableFromInline let capacity: Int
-  /// The buffered nodes, by identity, with their ticket. NB: unretained: the node's table keeps
-  /// a buffered node (rule 2 of `_Lifetime.swift`), which stays registered until it leaves the
-  /// buffer: a removal takes it out first, an eviction purges it once out.
-  private var entries: [ObjectIdentifier: (ticket: UInt64, node: Unmanaged<_AnyNode>)] = [:]
-  /// Tickets in release order, from `head` on. NB: identities only, never dereferenced: an
-  /// entry whose node left the buffer (and may since be freed) no longer matches its ticket.
-  private var queue: [(id: ObjectIdentifier, ticket: UInt64)] = []
+  /// How many entities are buffered.
+  private(set) var count = 0
+  /// The buffered nodes in release order, from `head` on, with empty slots where a node left.
+  /// NB: unretained: the node's table keeps a buffered node (rule 2 of `_Lifetime.swift`), and
+  /// it stays registered until it leaves the buffer, which empties its slot first (a removal
+  /// takes it out, an eviction purges it once out).
+  private var queue: [Unmanaged<_AnyNode>?] = []
   private var head = 0
-  private var lastTicket: UInt64 = 0
 
   @usableFromInline
   init(capacity: Int) {
-    self.capacity = capacity
+    self.capacity = min(capacity, Self.largestCapacity)
   }
 
-  /// How many entities are buffered.
-  var count: Int { mutating get { entries.count } }
-
   /// Whether the buffer holds more than its capacity.
-  var overflows: Bool { mutating get { entries.count > capacity } }
+  var overflows: Bool { count > capacity }
 
   /// Buffers `node`, as the most recently released.
   mutating func enter(_ node: _AnyNode) {
-    lastTicket += 1
-    let id = ObjectIdentifier(node)
-    entries[id] = (lastTicket, .passUnretained(node))
-    queue.append((id, lastTicket))
+    node.s.bufferSlot = UInt32(queue.count)
+    queue.append(.passUnretained(node))
+    count += 1
     node.s.flags.insert(.buffered)
   }
 
@@ -48,26 +50,50 @@ struct _ReleaseBuffer {
   @usableFromInline
   mutating func takeOut(_ node: _AnyNode) {
     node.s.flags.remove(.buffered)
-    entries[ObjectIdentifier(node)] = nil
-    if queue.count - head > 2 * entries.count + 64 { compact() }
+    queue[Int(node.s.bufferSlot)] = nil
+    count -= 1
+    if queue.count > 2 * count + 64 { compact() }
   }
 
-  /// Takes out and returns the least recently released node.
-  mutating func evictOldest() -> _AnyNode? {
+  /// Takes out and returns the least recently released node, unretained: its table still
+  /// keeps it.
+  mutating func evictOldest() -> Unmanaged<_AnyNode>? {
     while head < queue.count {
-      let (id, ticket) = queue[head]
-      head += 1
-      guard let entry = entries[id], entry.ticket == ticket else { continue }
-      let node = entry.node.takeUnretainedValue()
-      takeOut(node)
-      return node
+      guard let slot = queue[head] else {
+        head += 1
+        continue
+      }
+      slot._withUnsafeGuaranteedRef { takeOut($0) }
+      return slot
     }
     return nil
   }
 
-  /// Drops the stale entries of the queue.
+  /// Drops the empty slots, and tells each buffered node its new one.
   private mutating func compact() {
-    queue = queue[head...].filter { entries[$0.id]?.ticket == $0.ticket }
+    var kept: [Unmanaged<_AnyNode>?] = []
+    kept.reserveCapacity(count)
+    for case let slot? in queue[head...] {
+      slot._withUnsafeGuaranteedRef { $0.s.bufferSlot = UInt32(kept.count) }
+      kept.append(slot)
+    }
+    queue = kept
     head = 0
+  }
+
+  /// What is wrong with the buffer, if anything: for the invariant checks.
+  func problem() -> String? {
+    var buffered = 0
+    for (position, slot) in queue.enumerated() {
+      guard let slot else { continue }
+      guard position >= head else { return "a buffered node sits before the queue's head" }
+      let node = slot.takeUnretainedValue()
+      guard node.s.flags.contains(.buffered), Int(node.s.bufferSlot) == position else {
+        return "slot \(position) names a node that is not buffered there"
+      }
+      buffered += 1
+    }
+    guard buffered == count else { return "\(count) buffered counted, \(buffered) queued" }
+    return queue.count > 2 * count + 64 ? "the queue was never compacted" : nil
   }
 }

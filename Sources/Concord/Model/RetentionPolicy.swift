@@ -29,7 +29,8 @@ public struct RetentionPolicy: Sendable, Hashable {
   ///   their turn if nothing else holds them.
   /// - `remove` and `removeAll` take out of the buffer what they remove.
   ///
-  /// A count of zero or less is ``none``, as for ``TombstonePolicy/keepNewest(_:)``.
+  /// A count of zero or less is ``none``, as for ``TombstonePolicy/keepNewest(_:)``. A count
+  /// above 2^30 (1,073,741,824) keeps 2^30.
   ///
   /// - Complexity: O(1) amortized per release, find and eviction.
   public static func keepReleased(_ count: Int) -> RetentionPolicy {

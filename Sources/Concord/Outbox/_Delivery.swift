@@ -68,11 +68,11 @@ struct _Outcome {
   let events: [() -> IdentityMapEvent]
   // NB: what the write dropped and whose release may run user code (a value's deinit, a
   // cancelled callback's captures) is kept here, to be released after the lock.
-  let graveyard: [AnyObject]
+  let graveyard: _Graveyard
   let deliveries: _Deliveries
 
   @usableFromInline
-  init(events: [() -> IdentityMapEvent], graveyard: [AnyObject], deliveries: _Deliveries) {
+  init(events: [() -> IdentityMapEvent], graveyard: _Graveyard, deliveries: _Deliveries) {
     self.events = events
     self.graveyard = graveyard
     self.deliveries = deliveries

@@ -22,6 +22,38 @@ enum _ChangeKind: UInt8 {
   case removed
 }
 
+/// What a write drops and keeps until the lock is released (rule 3 of `_Lifetime.swift`).
+///
+/// NB: the first two objects inline: a write that drops anything mostly drops one node, or one
+/// node and the map's retain of itself, and an array would be allocated for them at every such
+/// write (it leaves with the outcome, so its storage cannot be reused).
+@usableFromInline
+struct _Graveyard {
+  @usableFromInline var first: AnyObject?
+  @usableFromInline var second: AnyObject?
+  @usableFromInline var more: [AnyObject] = []
+
+  @inlinable init() {}
+
+  /// Whether nothing is kept.
+  @inlinable var isEmpty: Bool { first == nil }
+
+  /// Keeps `object` until the graveyard is released.
+  ///
+  /// NB: `consuming`, so that the caller's reference moves in, without a retain here and a
+  /// release in the caller.
+  @inlinable
+  mutating func append(_ object: consuming AnyObject) {
+    if first == nil {
+      first = object
+    } else if second == nil {
+      second = object
+    } else {
+      more.append(object)
+    }
+  }
+}
+
 /// What the current write will log and deliver once the lock is released.
 @usableFromInline
 struct _Outbox {
@@ -35,7 +67,7 @@ struct _Outbox {
   /// Log events, rendered after the lock is released. Empty without a logger.
   @usableFromInline var events: [() -> IdentityMapEvent] = []
   /// Objects to release only after the lock is released: dropped nodes, cancelled callbacks.
-  @usableFromInline var graveyard: [AnyObject] = []
+  @usableFromInline var graveyard = _Graveyard()
   /// Deliveries, the first one inline: most writes change one observed node.
   @usableFromInline var deliveries = _Deliveries()
   /// While an optimistic layer is pending: whether the write lists the nodes it stores into
@@ -54,7 +86,7 @@ struct _Outbox {
   /// Keeps `object` until the lock is released (rule 3 of `_Lifetime.swift`): a node the write
   /// dropped, say.
   @inlinable
-  mutating func bury(_ object: AnyObject) {
+  mutating func bury(_ object: consuming AnyObject) {
     graveyard.append(object)
   }
 
@@ -91,7 +123,7 @@ struct _Outbox {
   @usableFromInline
   mutating func takeOutcome() -> _Outcome {
     var events: [() -> IdentityMapEvent] = []
-    var graveyard: [AnyObject] = []
+    var graveyard = _Graveyard()
     var deliveries = _Deliveries()
     swap(&events, &self.events)
     swap(&graveyard, &self.graveyard)

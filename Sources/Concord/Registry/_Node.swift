@@ -67,7 +67,7 @@ struct _PassBits: OptionSet, Sendable {
 /// Everything a node knows besides its value and its hold counts, in one stored property.
 ///
 /// NB: one struct, so that the class needs one `@exclusivity(unchecked)` annotation, not one per
-/// field. 40 bytes, 16 of them the first parent: most nested entities have one, and keeping
+/// field. 40 bytes, 12 of them the first parent: most nested entities have one, and keeping
 /// it here spares each of them an extras object. The hold counts come before it, in the node's
 /// first stored property (see `_AnyNode+Holds.swift`).
 @usableFromInline
@@ -87,6 +87,9 @@ struct _NodeState {
   /// The node's first back-reference to a parent; the others are in `extras.moreParents`.
   /// `nil` only when the node has no parent.
   @usableFromInline var firstParent: _ParentRef?
+  /// While `flags` has `.buffered`: the node's position in the release buffer's queue; see
+  /// `_ReleaseBuffer`. NB: 32 bits, in the 4 bytes `firstParent` leaves free at the end.
+  @usableFromInline var bufferSlot: UInt32 = 0
 
   @inlinable
   init(flags: _NodeFlags) {
@@ -394,6 +397,15 @@ final class _EntityNode<T: Identifiable & Sendable>: _Node<T> {
   /// `_Lifetime.swift`).
   @inlinable
   var table: _Table<T> { unsafeDowncast(witness.table, to: _Table<T>.self) }
+
+  /// Calls `body` with the node's table, borrowed: a reference read from ``table`` is retained
+  /// and released around its uses.
+  @inlinable
+  func withTable<R>(_ body: (_Table<T>) -> R) -> R {
+    Unmanaged.passUnretained(witness.table)._withUnsafeGuaranteedRef {
+      body(unsafeDowncast($0, to: _Table<T>.self))
+    }
+  }
 }
 
 extension Array where Element == Int {

@@ -27,13 +27,14 @@ extension _Table {
     }
     hooks.unregister = { node, core in
       let node = entity(node)
-      let table = node.table
-      guard let removed = table.remove(node) else { return }
-      core.outbox.bury(removed)
-      node.s.flags.remove(.registered)
-      core.registry.liveCount -= 1
-      // NB: a removal reaches the indexes with the change log; a release never does.
-      if node.s.flags.contains(.purged) { table.consumers?.forget(node) }
+      node.withTable { table in
+        guard let removed = table.remove(node) else { return }
+        core.outbox.bury(removed)
+        node.s.flags.remove(.registered)
+        core.registry.liveCount -= 1
+        // NB: a removal reaches the indexes with the change log; a release never does.
+        if node.s.flags.contains(.purged) { table.consumers?.forget(node) }
+      }
     }
     hooks.reregister = { node, core in
       let node = entity(node)

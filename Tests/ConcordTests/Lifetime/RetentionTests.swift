@@ -131,6 +131,8 @@ struct RetentionTests {
     #expect(map.find(User.self, id: 1) != nil, "released by the alias into the buffer")
   }
 
+  /// The invariant checks include the buffer's queue: every slot names a node buffered there,
+  /// and the queue holds at most about twice the buffer's count, however many went through.
   @Test func churnThroughASmallBufferStaysBounded() {
     let map = IdentityMap(retention: .keepReleased(100))
     for id in 0..<10_000 {
