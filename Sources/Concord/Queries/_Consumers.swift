@@ -55,7 +55,10 @@ final class _Consumers<T: Identifiable & Sendable> {
     case .removed: change = .removed(node.value)
     case .unchanged: return
     }
-    for sink in sinks { sink.collect(change) }
+    // NB: borrowed from the array, which keeps them.
+    sinks.withUnsafeBufferPointer { sinks in
+      for sink in sinks { sink.collect(change) }
+    }
   }
 
   /// `_feed(_:_:old:_:)` for the queries and indexes only: what a restore tells them of an

@@ -106,15 +106,17 @@ extension _MapCore {
     if audience.consumers > 0 {
       // NB: the queries record themselves in the journal as they change: feed the entities'
       // records only, the ones there before.
+      // NB: each node borrowed, not retained: the journal keeps it, in whichever buffer the
+      // records the queries append leave it.
       let end = journal.entries.count
-      for index in 0..<end
-      where journal.entries[index].previousMark == 0
-        && journal.entries[index].node.witness.hasConsumers(journal.entries[index].node)
-      {
-        guard let kind = journal.change(at: index) else { continue }
-        journal.entries[index].node.witness.feedConsumers(
-          journal.entries[index].node, kind, journal.entries[index].saved,
-          journal.entries[index].stamp, self)
+      for index in 0..<end where journal.entries[index].previousMark == 0 {
+        let node = Unmanaged.passUnretained(journal.entries[index].node)
+        guard node._withUnsafeGuaranteedRef({ $0.witness.hasConsumers($0) }),
+          let kind = journal.change(at: index)
+        else { continue }
+        let saved = journal.entries[index].saved
+        let stamp = journal.entries[index].stamp
+        node._withUnsafeGuaranteedRef { $0.witness.feedConsumers($0, kind, saved, stamp, self) }
       }
     }
     while !registry.pendingStarts.isEmpty {

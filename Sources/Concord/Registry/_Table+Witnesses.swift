@@ -47,17 +47,20 @@ extension _Table {
       node.s.flags.insert(.registered)
       node.s.flags.remove(.removed)
     }
+    // NB: the table borrowed (`withTable`) in the hooks a commit calls for every change.
     hooks.hasConsumers = { node in
-      let table = entity(node).table
-      return table.consumers != nil || table.persisted != nil
+      entity(node).withTable { $0.consumers != nil || $0.persisted != nil }
     }
-    hooks.readsOldValues = { entity($0).table.consumers != nil }
+    hooks.readsOldValues = { entity($0).withTable { $0.consumers != nil } }
     hooks.feedConsumers = { node, kind, saved, stampBefore, core in
       let node = entity(node)
-      let table = node.table
-      table.persisted?._record(node, kind, stampBefore: stampBefore, core)
-      guard let consumers = table.consumers else { return }
-      consumers._feed(node, kind, old: saved >= 0 ? table.stash.values[Int(saved)] : nil, core)
+      node.withTable { table in
+        table.persisted?._record(node, kind, stampBefore: stampBefore, core)
+        guard let consumers = table.consumers.map(Unmanaged.passUnretained) else { return }
+        let old = saved >= 0 ? table.stash.values[Int(saved)] : nil
+        // NB: borrowed: the table keeps its consumers.
+        consumers._withUnsafeGuaranteedRef { $0._feed(node, kind, old: old, core) }
+      }
     }
     hooks.persistRemoval = { node, core in
       let node = entity(node)
