@@ -11,17 +11,19 @@
 /// A loader that only ever has a value can be plain (`load: () async throws -> Value`), which
 /// is `.value(try await load())`.
 public struct Fetched<Value: Sendable>: Sendable {
-  @usableFromInline
-  enum _Kind: Sendable {
-    case value(Value, modifiedAt: Stamp?, validator: String?)
-    case notModified
-  }
-
-  @usableFromInline let _kind: _Kind
+  // NB: fields, not an enum whose case carries the three: the landing runs unspecialized, and
+  // projecting such a case's payload looks up the metadata of a tuple of `Value`, under a lock
+  // of the runtime, at every fetch.
+  /// The new answer; `nil` for `.notModified`.
+  @usableFromInline let _value: Value?
+  @usableFromInline let _modifiedAt: Stamp?
+  @usableFromInline let _validator: String?
 
   @inlinable
-  init(_ kind: _Kind) {
-    _kind = kind
+  init(value: Value?, modifiedAt: Stamp?, validator: String?) {
+    _value = value
+    _modifiedAt = modifiedAt
+    _validator = validator
   }
 
   /// A new answer, stored as `store(value, modifiedAt:)` would store it: stamps, merges and
@@ -35,14 +37,14 @@ public struct Fetched<Value: Sendable>: Sendable {
   public static func value(_ value: Value, modifiedAt: Stamp? = nil, validator: String? = nil)
     -> Fetched
   {
-    Fetched(.value(value, modifiedAt: modifiedAt, validator: validator))
+    Fetched(value: value, modifiedAt: modifiedAt, validator: validator)
   }
 
   /// The cached answer still holds (HTTP 304): nothing is written, nobody is told of a value
   /// change, the validator stays, and the answer's age starts again from now.
   ///
   /// With nothing cached, the fetch fails with ``ResourceError/notModifiedWithoutAnswer``.
-  public static var notModified: Fetched { Fetched(.notModified) }
+  public static var notModified: Fetched { Fetched(value: nil, modifiedAt: nil, validator: nil) }
 }
 
 /// What one try of a loader is asked.

@@ -17,11 +17,17 @@ final class _AnswerSlot<Value: Sendable>: Sendable {
   let shape: _AnswerShape<Value>
   /// The resource's name, from its key.
   let name: String
+  /// The slot, untyped, for the shape's operations. NB: unowned (`Unmanaged`), as `observer`
+  /// holds it (rule 6 of `_Lifetime.swift`); and of a type that is not generic, so that this
+  /// code, which runs unspecialized, looks up no metadata to pass it on. Nonisolated(unsafe)
+  /// as the handle's: the node is only touched under the map's lock.
+  private nonisolated(unsafe) let slotNode: Unmanaged<_AnyNode>
 
   private init(observer: EntityObserver<Value?>, shape: _AnswerShape<Value>, name: String) {
     self.observer = observer
     self.shape = shape
     self.name = name
+    slotNode = .passUnretained(observer._handle.node)
   }
 
   /// Makes the slot `id` of a resource named `name`, filled with the answer the store keeps
@@ -47,22 +53,21 @@ final class _AnswerSlot<Value: Sendable>: Sendable {
   /// The slot.
   var node: _AliasNode<Value> { unsafeDowncast(observer._handle.node, to: _AliasNode<Value>.self) }
 
-  /// The answer as the map has it now, and the map's delivery version at that moment: a read
-  /// at a higher version is newer.
-  func read() -> (Value?, UInt64) {
-    let map = map
-    let node = observer._handle.node
-    return map.readOnly { (node.value, map.deliveryVersion) }
+  /// The answer as the map has it now, boxed, and the map's delivery version at that moment: a
+  /// read at a higher version is newer.
+  func read() -> (answer: _AnyAnswer?, version: UInt64) {
+    slotNode._withUnsafeGuaranteedRef { shape.read(map, $0) }
   }
 
   /// Writes `value` as the answer, in one write of the map, each entity stamped `stamp` unless
   /// it carries its own; for a persisted entity type, the answer's record is saved with it.
   func store(_ value: Value, stamp: Stamp?, record: _StoredAnswerInfo) {
     let map = map
-    let node = node
-    map.write {
-      shape.write(map, value, node, stamp)
-      saveRecord(record, in: map)
+    slotNode._withUnsafeGuaranteedRef { node in
+      map.write {
+        shape.write(map, value, node, stamp)
+        if map.persistsTypes { shape.saveRecord(map, node, name, record) }
+      }
     }
   }
 
@@ -71,13 +76,11 @@ final class _AnswerSlot<Value: Sendable>: Sendable {
   func confirm(_ record: _StoredAnswerInfo) {
     let map = map
     guard map.hasStore else { return }
-    map.write { saveRecord(record, in: map) }
-  }
-
-  /// Lists the save of the answer's record, if its entity type is persisted. In a write.
-  private func saveRecord(_ record: _StoredAnswerInfo, in map: _MapCore) {
-    guard map.persistsTypes else { return }
-    shape.saveRecord(map, node.value, name, record)
+    slotNode._withUnsafeGuaranteedRef { node in
+      map.write {
+        if map.persistsTypes { shape.saveRecord(map, node, name, record) }
+      }
+    }
   }
 
   /// Empties the slot, releasing what only it held. The store keeps a persisted answer.
@@ -122,21 +125,29 @@ struct _StoredAnswerInfo: Sendable {
 @usableFromInline
 struct _AnswerShape<Value: Sendable>: Sendable {
   /// The empty slot `id`, registered.
-  let makeSlot: @Sendable (_MapCore, _AliasID) -> _AliasNode<Value>
+  @usableFromInline let makeSlot: @Sendable (_MapCore, _AliasID) -> _AliasNode<Value>
   /// Writes an answer into its slot, each entity stamped so unless it carries its own
   /// (`_MapCore.storeAnswer`, specialized for the entity type). In a write.
-  let write: @Sendable (_MapCore, Value, _AliasNode<Value>, Stamp?) -> Void
+  @usableFromInline let write: @Sendable (_MapCore, Value, _AnyNode, Stamp?) -> Void
   /// Asks a prefetch for the answer the store keeps for the resource named so, if the entity
   /// type is persisted. Under the map's lock.
-  let wantStored: @Sendable (_MapCore, String, _Prefetch) -> Void
+  @usableFromInline let wantStored: @Sendable (_MapCore, String, _Prefetch) -> Void
   /// Fills the slot with the answer the store keeps for the resource named so, if any, as a
   /// load (nobody is told); returns when it was fetched, and its validator.
-  let loadStored: @Sendable (_MapCore, _AliasNode<Value>, String) -> _StoredAnswerInfo?
-  /// Lists the save of the record of the answer `value` of the resource named so, when the
-  /// entity type is persisted.
-  let saveRecord: @Sendable (_MapCore, Value?, String, _StoredAnswerInfo) -> Void
+  @usableFromInline let loadStored:
+    @Sendable (_MapCore, _AliasNode<Value>, String) -> _StoredAnswerInfo?
+  /// Lists the save of the record of the answer in the slot of the resource named so. In a
+  /// write, when the entity type is persisted.
+  @usableFromInline let saveRecord:
+    @Sendable (_MapCore, _AnyNode, String, _StoredAnswerInfo) -> Void
+  /// Reads the slot's answer, boxed, and the map's delivery version at that moment: see
+  /// `_AnswerSlot.read()`. NB: made where the type is known, as `write` is: the resource runs
+  /// unspecialized, where each value of `Value` (an optional of it, a tuple with it) looks up
+  /// its type's metadata.
+  @usableFromInline let read:
+    @Sendable (_MapCore, _AnyNode) -> (answer: _AnyAnswer?, version: UInt64)
 
-  @usableFromInline
+  @inlinable
   init(
     makeSlot: @escaping @Sendable (_MapCore, _AliasID) -> _AliasNode<Value>,
     write: @escaping @Sendable (_MapCore, Value, _AliasNode<Value>, Stamp?) -> Void,
@@ -144,11 +155,26 @@ struct _AnswerShape<Value: Sendable>: Sendable {
     loadStored: @escaping @Sendable (_MapCore, _AliasNode<Value>, String) -> _StoredAnswerInfo?,
     saveRecord: @escaping @Sendable (_MapCore, Value?, String, _StoredAnswerInfo) -> Void
   ) {
+    // NB: the slot comes untyped (see `_AnswerSlot.slotNode`), and is downcast here, where
+    // `Value` is known.
+    @Sendable func slot(_ node: _AnyNode) -> _AliasNode<Value> {
+      unsafeDowncast(node, to: _AliasNode<Value>.self)
+    }
     self.makeSlot = makeSlot
-    self.write = write
+    self.write = { map, value, node, stamp in write(map, value, slot(node), stamp) }
     self.wantStored = wantStored
     self.loadStored = loadStored
-    self.saveRecord = saveRecord
+    self.saveRecord = { map, node, name, info in saveRecord(map, slot(node).value, name, info) }
+    read = { map, node in
+      let node = slot(node)
+      var value: Value?
+      var version: UInt64 = 0
+      map.readOnly {
+        value = node.value
+        version = map.deliveryVersion
+      }
+      return (_Answer.box(value), version)
+    }
   }
 
   /// The answer is one entity.

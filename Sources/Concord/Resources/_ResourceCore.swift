@@ -76,8 +76,7 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
     // NB: weak: the resource holds the subscription (`links`), which would otherwise hold the
     // resource back.
     let subscription = slot.observer.observe { [weak self] _ in self?.answerChanged() }
-    let (value, mapVersion) = slot.read()
-    let answer = _Answer.box(value)
+    let (answer, mapVersion) = slot.read()
     lock.withLock {
       links.answerSubscription = subscription
       machine.take(answer, mapVersion: mapVersion)
@@ -230,8 +229,7 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
   private func answerChanged() {
     let thread = _ThreadID.current
     if lock.withLock({ links.landingThread == thread }) { return }
-    let (value, mapVersion) = slot.read()
-    let answer = _Answer.box(value)
+    let (answer, mapVersion) = slot.read()
     let now = fetcher.clock.now
     perform(lock.withLock { machine.offer(answer, mapVersion: mapVersion, at: now) })
   }
@@ -342,38 +340,39 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
   /// Stores what the fetch `id` got, in one write of the map, then tells everyone.
   private func land(_ id: UInt64, _ fetched: Fetched<Value>) {
     let now = fetcher.clock.now
-    switch fetched._kind {
-    case .value(let value, let stamp, let validator):
-      let thread = _ThreadID.current
-      guard
-        lock.withLock({
-          guard machine.beginLanding(id) else { return false }
-          links.landingThread = thread
-          return true
-        })
-      else { return }
-      slot.store(
-        value, stamp: stamp, record: _StoredAnswerInfo(fetchedAt: now, validator: validator))
-      let (stored, mapVersion) = slot.read()
-      let answer = _Answer.box(stored)
-      perform(
-        lock.withLock {
-          links.landingThread = nil
-          return machine.land(
-            id, value: answer, mapVersion: mapVersion, fetchedAt: now, validator: validator,
-            at: now)
-        })
-    case .notModified:
-      let (confirmation, validator) = lock.withLock {
-        (machine.beginConfirming(id), machine.answer.validator)
-      }
-      switch confirmation {
-      case .gone: return
-      case .noAnswer: return fail(id, ResourceError.notModifiedWithoutAnswer)
-      case .confirming:
-        slot.confirm(_StoredAnswerInfo(fetchedAt: now, validator: validator))
-        perform(lock.withLock { machine.confirm(id, fetchedAt: now, at: now) })
-      }
+    guard let value = fetched._value else { return confirm(id, at: now) }
+    let validator = fetched._validator
+    let thread = _ThreadID.current
+    guard
+      lock.withLock({
+        guard machine.beginLanding(id) else { return false }
+        links.landingThread = thread
+        return true
+      })
+    else { return }
+    slot.store(
+      value, stamp: fetched._modifiedAt,
+      record: _StoredAnswerInfo(fetchedAt: now, validator: validator))
+    let (answer, mapVersion) = slot.read()
+    perform(
+      lock.withLock {
+        links.landingThread = nil
+        return machine.land(
+          id, value: answer, mapVersion: mapVersion, fetchedAt: now, validator: validator, at: now)
+      })
+  }
+
+  /// The fetch `id` got `.notModified`: the answer's age starts again from `now`.
+  private func confirm(_ id: UInt64, at now: Date) {
+    let (confirmation, validator) = lock.withLock {
+      (machine.beginConfirming(id), machine.answer.validator)
+    }
+    switch confirmation {
+    case .gone: return
+    case .noAnswer: return fail(id, ResourceError.notModifiedWithoutAnswer)
+    case .confirming:
+      slot.confirm(_StoredAnswerInfo(fetchedAt: now, validator: validator))
+      perform(lock.withLock { machine.confirm(id, fetchedAt: now, at: now) })
     }
   }
 

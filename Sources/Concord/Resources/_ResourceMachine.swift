@@ -44,19 +44,23 @@ struct _ResourceSettings: Sendable {
 
 /// A resource's answer, boxed (an `_Answer<Value>` of the resource's `Value`), so that the
 /// machine holds it without knowing its type.
-typealias _AnyAnswer = AnyObject & Sendable
+@usableFromInline typealias _AnyAnswer = AnyObject & Sendable
 
 /// One value of a resource's answer, as read from the map, in a box the machine holds.
+@usableFromInline
 final class _Answer<Value: Sendable>: Sendable {
-  let value: Value
+  @usableFromInline let value: Value
 
+  @inlinable
   init(_ value: Value) {
     self.value = value
   }
 
   /// `value`, boxed; `nil` for `nil`.
-  static func box(_ value: Value?) -> _AnyAnswer? {
-    value.map { _Answer($0) }
+  @inlinable
+  static func box(_ value: consuming Value?) -> _AnyAnswer? {
+    guard let value else { return nil }
+    return _Answer(value)
   }
 }
 
