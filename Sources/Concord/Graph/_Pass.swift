@@ -179,8 +179,23 @@ final class _Pass {
     @exclusivity(unchecked) @usableFromInline var rebuilds = false
     @exclusivity(unchecked) @usableFromInline var buffers = _PassBuffers()
   #endif
-  /// The last cycle number handed out; see `_Pass+Cycles.swift`.
-  var lastCycle = 0
+  // NB: the three below without exclusivity checks in release builds too: `learned` is read
+  // at the end of every pass.
+  #if DEBUG
+    /// The last cycle number handed out; see `_Pass+Cycles.swift`.
+    var lastCycle = 0
+    /// The entities whose stored stamp an equal one replaces, as a newer one would: those of
+    /// the optimistic layer whose server's answer the write stores (`commit(confirmedBy:)`).
+    /// Empty otherwise.
+    @usableFromInline var confirming: Set<ObjectIdentifier> = []
+    /// What the claim walks of the pass under way learned that the next one must know; see
+    /// `claimAll(_:_:schema:stashed:)`. Empty between passes.
+    @usableFromInline var learned = _Learned()
+  #else
+    @exclusivity(unchecked) var lastCycle = 0
+    @exclusivity(unchecked) @usableFromInline var confirming: Set<ObjectIdentifier> = []
+    @exclusivity(unchecked) @usableFromInline var learned = _Learned()
+  #endif
   /// Whether the pass takes none of the shortcuts that make it cheap: it keeps every
   /// occurrence's value aside, rebuilds every aggregate it writes from its children, and settles
   /// every node it writes. The differential tests run one map so, beside one that takes them.
@@ -192,13 +207,6 @@ final class _Pass {
   /// shortcut (nor on the padding bytes that decide it).
   /// NB: a constant once the map is made, as `_core`: read without exclusivity checks.
   @exclusivity(unchecked) @usableFromInline var isLogging = false
-  /// The entities whose stored stamp an equal one replaces, as a newer one would: those of the
-  /// optimistic layer whose server's answer the write stores (`commit(confirmedBy:)`). Empty
-  /// otherwise.
-  @usableFromInline var confirming: Set<ObjectIdentifier> = []
-  /// What the claim walks of the pass under way learned that the next one must know; see
-  /// `claimAll(_:_:schema:stashed:)`. Empty between passes.
-  @usableFromInline var learned = _Learned()
 
   @usableFromInline init() {}
 

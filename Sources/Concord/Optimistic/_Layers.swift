@@ -51,8 +51,14 @@ struct _Layers {
 final class _Layer: @unchecked Sendable {
   // NB: @unchecked because every field is only touched while holding the map's lock.
   let serial: Int
-  var nodes: [_AnyNode] = []
-  var isPending = true
+  // NB: see `_AnyShadow` on exclusivity checks.
+  #if DEBUG
+    var nodes: [_AnyNode] = []
+    var isPending = true
+  #else
+    @exclusivity(unchecked) var nodes: [_AnyNode] = []
+    @exclusivity(unchecked) var isPending = true
+  #endif
 
   init(serial: Int) {
     self.serial = serial
@@ -65,11 +71,19 @@ final class _Layer: @unchecked Sendable {
 class _AnyShadow {
   /// The entity; the shadow holds it (one external hold) while it lives.
   @usableFromInline let node: _AnyNode
-  /// Whether the entity exists underneath: not when only a layer created it.
-  @usableFromInline var baseExists: Bool
-  @usableFromInline var baseStamp: Stamp
-  /// The layers over the entity, oldest first, with the stamp the entity had after each.
-  @usableFromInline var entries: [(serial: Int, stamp: Stamp)] = []
+  // NB: exclusivity checks are off in release builds only, as on the nodes: the map's lock
+  // already makes every access exclusive, and every write under a layer reads these.
+  #if DEBUG
+    /// Whether the entity exists underneath: not when only a layer created it.
+    @usableFromInline var baseExists: Bool
+    @usableFromInline var baseStamp: Stamp
+    /// The layers over the entity, oldest first, with the stamp the entity had after each.
+    @usableFromInline var entries: [(serial: Int, stamp: Stamp)] = []
+  #else
+    @exclusivity(unchecked) @usableFromInline var baseExists: Bool
+    @exclusivity(unchecked) @usableFromInline var baseStamp: Stamp
+    @exclusivity(unchecked) @usableFromInline var entries: [(serial: Int, stamp: Stamp)] = []
+  #endif
   /// The operations that need the entity's type.
   @usableFromInline let ops: _ShadowOps
 
@@ -126,9 +140,15 @@ struct _ShadowOps {
 /// The shadow of an entity of type `T`.
 @usableFromInline
 final class _Shadow<T: Identifiable & Sendable>: _AnyShadow {
-  @usableFromInline var base: T?
-  /// Each layer's value, parallel to `entries`.
-  @usableFromInline var values: [T] = []
+  // NB: see `_AnyShadow` on exclusivity checks.
+  #if DEBUG
+    @usableFromInline var base: T?
+    /// Each layer's value, parallel to `entries`.
+    @usableFromInline var values: [T] = []
+  #else
+    @exclusivity(unchecked) @usableFromInline var base: T?
+    @exclusivity(unchecked) @usableFromInline var values: [T] = []
+  #endif
 
   @inlinable
   init(node: _EntityNode<T>, base: T?, baseStamp: Stamp) {

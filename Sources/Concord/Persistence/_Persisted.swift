@@ -105,7 +105,11 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
   #else
     @exclusivity(unchecked) @usableFromInline var touched: Set<T.ID> = []
   #endif
-  @usableFromInline var touchesAll = false
+  #if DEBUG
+    @usableFromInline var touchesAll = false
+  #else
+    @exclusivity(unchecked) @usableFromInline var touchesAll = false
+  #endif
   /// The entities the write under way could not read from the store: every write of them is
   /// refused until the write ends (see `_Verdict.unreadable`); the next write reads again.
   #if DEBUG

@@ -58,16 +58,38 @@ final class _Persistence: @unchecked Sendable {
   /// The persisted types with entities the write under way could not read, and the aliases
   /// it could not read: their writes are refused until the write ends (see
   /// `_Verdict.unreadable`).
-  var unreadableTypes: [_AnyPersisted] = []
-  var unreadableAliases: Set<String> = []
+  // NB: this and the fields below that every persisted write reads skip the exclusivity
+  // checks in release builds, as `current`.
+  #if DEBUG
+    var unreadableTypes: [_AnyPersisted] = []
+  #else
+    @exclusivity(unchecked) var unreadableTypes: [_AnyPersisted] = []
+  #endif
+  #if DEBUG
+    var unreadableAliases: Set<String> = []
+  #else
+    @exclusivity(unchecked) var unreadableAliases: Set<String> = []
+  #endif
   /// Set when a check for nested entities missing from memory met one the store could not
   /// read; see `_MapCore.isMissing(_:)`.
-  @usableFromInline var metUnreadable = false
+  #if DEBUG
+    @usableFromInline var metUnreadable = false
+  #else
+    @exclusivity(unchecked) @usableFromInline var metUnreadable = false
+  #endif
   /// How many prefetches are reading the store outside the map's lock: while any is, every
   /// change handed over notes its entity as touched (see `_Prefetch.swift`).
-  @usableFromInline var prefetching = 0
+  #if DEBUG
+    @usableFromInline var prefetching = 0
+  #else
+    @exclusivity(unchecked) @usableFromInline var prefetching = 0
+  #endif
   /// What the write under way admits from a prefetch; `nil` outside such a write.
-  @usableFromInline var prefetched: _Prefetch?
+  #if DEBUG
+    @usableFromInline var prefetched: _Prefetch?
+  #else
+    @exclusivity(unchecked) @usableFromInline var prefetched: _Prefetch?
+  #endif
   /// The aliases that changed for the store while a prefetch was outstanding, and whether all
   /// of them may have; as `_Persisted.touched` is for entities.
   var touchedAliases: Set<String> = []
@@ -75,9 +97,17 @@ final class _Persistence: @unchecked Sendable {
   /// Whether anything was noted as touched since the prefetches outstanding began: when
   /// nothing was, the last one to end has nothing to forget (a persisted write's own prefetch,
   /// which reads nothing, ends at once).
-  @usableFromInline var touchedAny = false
+  #if DEBUG
+    @usableFromInline var touchedAny = false
+  #else
+    @exclusivity(unchecked) @usableFromInline var touchedAny = false
+  #endif
   /// A prefetch that asked for nothing, for the next write; see `takePrefetch()`.
-  @usableFromInline var sparePrefetch: _Prefetch?
+  #if DEBUG
+    @usableFromInline var sparePrefetch: _Prefetch?
+  #else
+    @exclusivity(unchecked) @usableFromInline var sparePrefetch: _Prefetch?
+  #endif
   /// The persisted types' kinds, by type, and the types of each kind.
   var kinds: [ObjectIdentifier: String] = [:]
   var kindOwners: [String: ObjectIdentifier] = [:]
@@ -94,7 +124,11 @@ final class _Persistence: @unchecked Sendable {
   /// Alias changes the writer could not encode: readable for as long as the map lives, unless
   /// a newer change of the alias is applied.
   private var stuckAliases: [String: _AliasOp] = [:]
-  private var isWriting = false
+  #if DEBUG
+    private var isWriting = false
+  #else
+    @exclusivity(unchecked) private var isWriting = false
+  #endif
 
   /// The first error since the last flush. Under `errorLock`.
   private var firstError: (any Error)?
@@ -108,7 +142,11 @@ final class _Persistence: @unchecked Sendable {
   let refusal: (any Error)?
   /// Whether the write under way applies another process's commits, which came from the store
   /// and never go back to it. Set by `beginExternal()`, cleared when the write hands over.
-  private(set) var applyingExternal = false
+  #if DEBUG
+    private(set) var applyingExternal = false
+  #else
+    @exclusivity(unchecked) private(set) var applyingExternal = false
+  #endif
   /// Whether commits hand nothing over: `applyingExternal`, or a store that refuses writes.
   /// NB: one flag for the commit's hot path to test, without an exclusivity check in release
   /// builds (as `current`): the map's lock makes every access exclusive.
