@@ -30,7 +30,11 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
   // NB: exclusivity checks off, as on the core's parts: `lock` already makes every access
   // exclusive, and a check was a good share of reading `state`.
   @exclusivity(unchecked) @usableFromInline var machine: _PagedMachine<T>
-  private var links = _PagedLinks()
+  #if DEBUG
+    private var links = _PagedLinks()
+  #else
+    @exclusivity(unchecked) private var links = _PagedLinks()
+  #endif
   /// Guards the observers' delivery state (see `_Subscriber`); never held while calling out.
   let deliveryLock = Lock()
   /// Whether the state depends on the time; see `_PagedMachine.needsClock`.

@@ -151,7 +151,13 @@ final class _PagedList<T: Identifiable & Sendable, Cursor: Codable & Sendable>:
   private let write: _PageWriter<T>
   /// Makes a page's slot.
   private let makeSlot: _PageSlotMaker<T>
-  private var book = _PagedBook<T, Cursor>()
+  // NB: exclusivity checks off in release builds, as on the core's parts: the map's lock
+  // already makes every access exclusive.
+  #if DEBUG
+    private var book = _PagedBook<T, Cursor>()
+  #else
+    @exclusivity(unchecked) private var book = _PagedBook<T, Cursor>()
+  #endif
 
   private init(
     anchor: EntityObserver<[T]?>, name: String, slotName: String, write: @escaping _PageWriter<T>,

@@ -37,9 +37,16 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
   /// The slot of the map holding the answer.
   let slot: _AnswerSlot<Value>
   private let lock = Lock()
-  private var machine: _ResourceMachine
-  /// What the resource keeps beside its state, under `lock` too.
-  private var links = _ResourceLinks()
+  // NB: exclusivity checks off in release builds, as on the paged list's core: `lock` already
+  // makes every access exclusive.
+  #if DEBUG
+    private var machine: _ResourceMachine
+    /// What the resource keeps beside its state, under `lock` too.
+    private var links = _ResourceLinks()
+  #else
+    @exclusivity(unchecked) private var machine: _ResourceMachine
+    @exclusivity(unchecked) private var links = _ResourceLinks()
+  #endif
   /// Guards the observers' delivery state (see `_Subscriber`); never held while calling out.
   let deliveryLock = Lock()
   /// The registry that lists the resource, to be taken out of it when let go. NB: weak: the
