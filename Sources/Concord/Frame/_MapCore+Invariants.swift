@@ -56,6 +56,7 @@ extension _MapCore {
       "\(audience.persistedTypes) persisted types counted, \(persisted) tables persisted, or "
         + "changes for the store left after the commit")
     if let problem = persistence?.checkLayers() { check(false, problem) }
+    check(persistence?.foresees != true, "a write's foresight outlived its body")
     let tombs = registry.tables.reduce(0) { $0 + $1.queries.tombstoneCount($1) }
     check(
       tombs == tombstones.count && tombs <= tombstones.limit && tombstones.undo.isEmpty,

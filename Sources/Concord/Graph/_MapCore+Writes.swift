@@ -21,7 +21,9 @@ extension _MapCore {
       // NB: a persisted entity new to memory may be in the store: then it is loaded first, and
       // the write goes on as a write to it; so may the entities it nests.
       if table.persisted != nil && table.node(value.id) == nil { load(value.id, into: table) }
-      if audience.persistedTypes > 0 && !schema.isLeaf { loadMissing(in: value, schema: schema) }
+      if audience.persistedTypes > 0 && !schema.isLeaf && !takeForesight() {
+        loadMissing(in: value, schema: schema)
+      }
       // NB: borrowed, not retained: the table holds the node for the whole write.
       return table.withNode(for: value) { node, created in
         let ownStamp = schema.stamp(of: value, call: stamp)
@@ -70,7 +72,7 @@ extension _MapCore {
   func storeList<T: Identifiable & Sendable>(_ entities: [T], stamp: Stamp?) -> _Node<[T]> {
     let witness = registry.table(for: T.self).listWitness
     let list = _Node(value: entities, witness: witness, flags: witness.flags)
-    if audience.persistedTypes > 0 {
+    if audience.persistedTypes > 0 && !takeForesight() {
       loadMissing(in: entities, schema: list.schema.takeUnretainedValue())
     }
     list.adopt()

@@ -177,3 +177,13 @@ extension IdentityMap {
     try flush()
   }
 }
+
+extension IdentityMap {
+  /// Whether writes check for missing entities even when their prefetch already found them all
+  /// in memory (see `_Persistence.foresees`); off by default. For the tests that run the same
+  /// steps both ways: the outcomes must not differ.
+  var _rechecksForeseenEntities: Bool {
+    get { _core.read { _core.persistence?.rechecksForeseen ?? false } }
+    set { _core.write { _core.persistence?.rechecksForeseen = newValue } }
+  }
+}

@@ -193,6 +193,15 @@ extension _MapCore {
     return true
   }
 
+  /// Whether the write's prefetch found every entity its value nests in memory, in this
+  /// section (see `_Persistence.foresees`); true once at most, for the write's first store.
+  @inlinable
+  func takeForesight() -> Bool {
+    guard let persistence, persistence.foresees else { return false }
+    persistence.foresees = false
+    return true
+  }
+
   /// Loads the persisted entities nested in `value`, at any depth, that are not in memory.
   ///
   /// - Complexity: O(nested occurrences), plus the loads.
@@ -317,7 +326,13 @@ extension _MapCore {
           return nil
         }
         persistence.endPrefetch()
+        // NB: what the prefetch found in memory stays there until `body` runs, in this section.
+        persistence.foresees = prefetch.walkedValues && !persistence.rechecksForeseen
+        prefetch.walkedValues = false
         persistence.giveBack(prefetch)
+        let result = body()
+        persistence.foresees = false
+        return result
       }
       return body()
     }
@@ -330,6 +345,7 @@ extension _MapCore {
   /// memory lacks them: what a write of `value` reads (see `writeReading(reading:write:)`).
   @inlinable
   func want<T: Identifiable & Sendable>(_ value: T, in prefetch: _Prefetch) {
+    prefetch.walkedValues = true
     withTable(T.self) { table in
       // NB: a plain entity nests nothing: what the walk would do for it, without making the
       // walk's two objects (a persisted write of a plain entity pays for nothing else here).

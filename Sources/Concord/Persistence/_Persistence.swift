@@ -102,6 +102,19 @@ final class _Persistence: @unchecked Sendable {
   #else
     @exclusivity(unchecked) @usableFromInline var touchedAny = false
   #endif
+  /// Set for the body of a write whose prefetch walked the values it writes and found, in the
+  /// same exclusive section, every entity they nest in memory (see `_Prefetch.walkedValues`):
+  /// that body's own check for missing entities would find none. Taken by the first store of
+  /// the body (`_MapCore.takeForesight()`), before any user code runs; cleared when the body
+  /// ends.
+  #if DEBUG
+    @usableFromInline var foresees = false
+  #else
+    @exclusivity(unchecked) @usableFromInline var foresees = false
+  #endif
+  /// Whether writes check for missing entities even when their prefetch already did: tests
+  /// run the same steps both ways.
+  @usableFromInline var rechecksForeseen = false
   /// A prefetch that asked for nothing, for the next write; see `takePrefetch()`.
   #if DEBUG
     @usableFromInline var sparePrefetch: _Prefetch?

@@ -28,6 +28,10 @@ final class _Prefetch: @unchecked Sendable {
 
   /// What was read of each persisted type, by type.
   @usableFromInline var types: [ObjectIdentifier: _AnyPrefetched] = [:]
+  /// Whether a value's entities were asked for (`_MapCore.want(_:in:)`, the root and every
+  /// entity it nests): when nothing was wanted, in the exclusive section that asked, memory had
+  /// them all; see `_Persistence.foresees`.
+  @usableFromInline var walkedValues = false
 
   @usableFromInline init() {}
 
