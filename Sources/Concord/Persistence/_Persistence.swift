@@ -114,7 +114,11 @@ final class _Persistence: @unchecked Sendable {
   #endif
   /// Whether writes check for missing entities even when their prefetch already did: tests
   /// run the same steps both ways.
-  @usableFromInline var rechecksForeseen = false
+  #if DEBUG
+    @usableFromInline var rechecksForeseen = false
+  #else
+    @exclusivity(unchecked) @usableFromInline var rechecksForeseen = false
+  #endif
   /// A prefetch that asked for nothing, for the next write; see `takePrefetch()`.
   #if DEBUG
     @usableFromInline var sparePrefetch: _Prefetch?
@@ -539,7 +543,7 @@ final class _Persistence: @unchecked Sendable {
   /// Takes back `prefetch`, which a write filled and did not need, for the next write: most
   /// persisted writes find everything in memory, and would otherwise allocate one each.
   @usableFromInline
-  func giveBack(_ prefetch: _Prefetch) {
+  func giveBack(_ prefetch: consuming _Prefetch) {
     if prefetch.types.isEmpty { sparePrefetch = prefetch }
   }
 

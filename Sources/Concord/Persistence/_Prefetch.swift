@@ -26,12 +26,19 @@ final class _Prefetch: @unchecked Sendable {
   // NB: @unchecked because it is filled by one thread, then handed to the map's lock, which
   // guards every later access.
 
-  /// What was read of each persisted type, by type.
-  @usableFromInline var types: [ObjectIdentifier: _AnyPrefetched] = [:]
-  /// Whether a value's entities were asked for (`_MapCore.want(_:in:)`, the root and every
-  /// entity it nests): when nothing was wanted, in the exclusive section that asked, memory had
-  /// them all; see `_Persistence.foresees`.
-  @usableFromInline var walkedValues = false
+  // NB: exclusivity checks off in release builds, as on the core's parts: one thread at a time
+  // touches a prefetch (see above), and every persisted write asks these.
+  #if DEBUG
+    /// What was read of each persisted type, by type.
+    @usableFromInline var types: [ObjectIdentifier: _AnyPrefetched] = [:]
+    /// Whether a value's entities were asked for (`_MapCore.want(_:in:)`, the root and every
+    /// entity it nests): when nothing was wanted, in the exclusive section that asked, memory
+    /// had them all; see `_Persistence.foresees`.
+    @usableFromInline var walkedValues = false
+  #else
+    @exclusivity(unchecked) @usableFromInline var types: [ObjectIdentifier: _AnyPrefetched] = [:]
+    @exclusivity(unchecked) @usableFromInline var walkedValues = false
+  #endif
 
   @usableFromInline init() {}
 
