@@ -87,6 +87,7 @@ final class _MapCore: @unchecked Sendable {
     let lock = lock
     persistence = store.map { _Persistence(store: $0, logger: logger, mapLock: lock) }
     pass._core = self
+    registry.core = self
     pass.isLogging = logger != nil
   }
 

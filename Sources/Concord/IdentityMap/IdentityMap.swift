@@ -308,6 +308,6 @@ extension IdentityMap {
   /// and so the map (rule 6 of `_Lifetime.swift`).
   @inlinable
   func _observer<Value>(_ held: Unmanaged<_Node<Value>>) -> EntityObserver<Value> {
-    EntityObserver(_Handle(core: _core, held: held))
+    EntityObserver(_Handle(held: held))
   }
 }

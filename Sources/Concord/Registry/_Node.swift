@@ -306,6 +306,16 @@ class _AnyNode {
   @inlinable
   final var anchorHolds: Int32 { s.flags.contains(.anchored) ? 1 : 0 }
 
+  /// The map the node is part of, unretained: its witness's table's (rules 1 and 6 of
+  /// `_Lifetime.swift`: the table is the map's, and whatever holds the node pins the map).
+  /// Read without the lock: the witness, its table and the table's map are constants.
+  @inlinable
+  final var core: Unmanaged<_MapCore> {
+    Unmanaged.passUnretained(witness)._withUnsafeGuaranteedRef { witness in
+      .passUnretained(witness.table.core.unsafelyUnwrapped)
+    }
+  }
+
   /// Whether a handle may give its hold back without the lock while another hold remains:
   /// not on an alias slot, whose anchor does not pin it (see `_Lifetime.pin(_:)`). NB: read from
   /// the witness, a constant, since it is read without the lock.

@@ -21,6 +21,9 @@ struct _Registry {
   @usableFromInline var liveCount = 0
   /// Queries opened in the middle of a write, started when it commits.
   @usableFromInline var pendingStarts: [() -> Void] = []
+  /// The map, told to each table made. NB: unowned(unsafe), by rule 1 of `_Lifetime.swift`:
+  /// the map owns its registry. Set once, by `_MapCore.init`.
+  @usableFromInline unowned(unsafe) var core: _MapCore?
 
   @usableFromInline init() {}
 
@@ -47,6 +50,7 @@ struct _Registry {
       lastTable = tableRefs[found]
     } else {
       let table = _Table<T>()
+      table.core = core
       tables.append(table)
       tableKeys.append(key)
       tableRefs.append(.passUnretained(table))

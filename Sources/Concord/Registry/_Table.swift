@@ -6,6 +6,10 @@ class _AnyTable {
   let typeName: String
   /// What the type-erased code asks of the table; see `_TableQueries`.
   let queries: _TableQueries
+  /// The map the table is part of. NB: unowned(unsafe), by rule 1 of `_Lifetime.swift`: the
+  /// map owns its tables. Set once, by the registry, before the table has any node, and never
+  /// changed: a handle reads it without the lock (see `_AnyNode.core`), as a constant.
+  @exclusivity(unchecked) @usableFromInline unowned(unsafe) var core: _MapCore?
 
   @usableFromInline
   init(typeName: String, queries: _TableQueries) {

@@ -43,7 +43,7 @@ final class _AnswerSlot<Value: Sendable>: Sendable {
         let stored = map.persistsTypes ? shape.loadStored(map, node, name) : nil
         return (map.holdForHandle(node), stored)
       })
-    let observer = EntityObserver(_Handle(core: map, held: held))
+    let observer = EntityObserver(_Handle(held: held))
     return (_AnswerSlot(observer: observer, shape: shape, name: name), stored)
   }
 

@@ -209,10 +209,10 @@ final class _PagedList<T: Identifiable & Sendable, Cursor: Codable & Sendable>:
         return (anchor, held, stored?.info)
       })
     let list = _PagedList(
-      anchor: EntityObserver(_Handle(core: map, held: anchor)), name: name, slotName: slotName,
+      anchor: EntityObserver(_Handle(held: anchor)), name: name, slotName: slotName,
       write: write, makeSlot: makeSlot)
     let pages = held.map {
-      _PageSlot<T>(serial: $0.0, slot: EntityObserver(_Handle(core: map, held: $0.1)))
+      _PageSlot<T>(serial: $0.0, slot: EntityObserver(_Handle(held: $0.1)))
     }
     guard let stored, let paging = stored.paging else { return list }
     let newer = paging.newer.flatMap { list.cursor($0, what: "the newer cursor of \(name)") }
@@ -319,7 +319,7 @@ final class _PagedList<T: Identifiable & Sendable, Cursor: Codable & Sendable>:
       book.nextSerial += 1
       let node = makeSlot(map, Self.pageID(slotName, serial))
       let slot = _PageSlot<T>(
-        serial: serial, slot: EntityObserver(_Handle(core: map, held: map.holdForHandle(node))))
+        serial: serial, slot: EntityObserver(_Handle(held: map.holdForHandle(node))))
       write(map, page.items, node, page.modifiedAt)
       let (kept, shared) = map.keepNewEntities(in: node, besides: emptied ? [] : book.slots)
       let added = kept > 0
