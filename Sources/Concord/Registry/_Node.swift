@@ -311,9 +311,7 @@ class _AnyNode {
   /// Read without the lock: the witness, its table and the table's map are constants.
   @inlinable
   final var core: Unmanaged<_MapCore> {
-    Unmanaged.passUnretained(witness)._withUnsafeGuaranteedRef { witness in
-      .passUnretained(witness.table.core.unsafelyUnwrapped)
-    }
+    Unmanaged.passUnretained(witness)._withUnsafeGuaranteedRef { $0._core.unsafelyUnwrapped }
   }
 
   /// Whether a handle may give its hold back without the lock while another hold remains:

@@ -51,6 +51,7 @@ struct _Registry {
     } else {
       let table = _Table<T>()
       table.core = core
+      table.witness._core = core.map { .passUnretained($0) }
       tables.append(table)
       tableKeys.append(key)
       tableRefs.append(.passUnretained(table))

@@ -338,6 +338,7 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
   @inlinable
   func adopt(_ witness: _Witness) -> _Witness {
     witness._table = self
+    witness._core = core.map { .passUnretained($0) }
     return witness
   }
 }

@@ -37,6 +37,9 @@ final class _Witness {
   #else
     @exclusivity(unchecked) @usableFromInline unowned(unsafe) var _table: _AnyTable?
   #endif
+  /// The map of that table (`_AnyTable.core`), set with it. NB: unmanaged, by rule 1 of
+  /// `_Lifetime.swift`, and so that a handle reads it without a retain (see `_AnyNode.core`).
+  @exclusivity(unchecked) @usableFromInline var _core: Unmanaged<_MapCore>?
   /// The `_Schema<Value>` of the value type, erased; `_Node.schema` gives it typed.
   @usableFromInline let erasedSchema: AnyObject
   /// The write's `_Stash<Value>`; `_Node.stash` gives it typed.
