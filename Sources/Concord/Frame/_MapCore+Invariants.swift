@@ -120,6 +120,9 @@ extension _MapCore {
         "alias \($0)"
       } ?? "list"
     check(node.s.bits.isEmpty, "\(name) kept pass bits \(node.s.bits.rawValue)")
+    check(
+      node.core.toOpaque() == Unmanaged.passUnretained(self).toOpaque(),
+      "\(name): its witness names another map")
     check(node.s.journalMark == 0, "\(name) kept a journal mark")
     check(!flags.contains(.candidate), "\(name) is still a release candidate")
     check(!flags.contains(.purged), "\(name) was purged but is still reachable")
