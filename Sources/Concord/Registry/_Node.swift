@@ -306,9 +306,10 @@ class _AnyNode {
   @inlinable
   final var anchorHolds: Int32 { s.flags.contains(.anchored) ? 1 : 0 }
 
-  /// The map the node is part of, unretained: its witness's table's (rules 1 and 6 of
-  /// `_Lifetime.swift`: the table is the map's, and whatever holds the node pins the map).
-  /// Read without the lock: the witness, its table and the table's map are constants.
+  /// The map the node is part of, unretained: its witness's (`_Witness._core`, set with the
+  /// witness's table; rules 1 and 6 of `_Lifetime.swift`: the table is the map's, and whatever
+  /// holds the node pins the map). Read without the lock: the witness and its map are
+  /// constants.
   @inlinable
   final var core: Unmanaged<_MapCore> {
     Unmanaged.passUnretained(witness)._withUnsafeGuaranteedRef { $0._core.unsafelyUnwrapped }

@@ -8,7 +8,7 @@ class _AnyTable {
   let queries: _TableQueries
   /// The map the table is part of. NB: unowned(unsafe), by rule 1 of `_Lifetime.swift`: the
   /// map owns its tables. Set once, by the registry, before the table has any node, and never
-  /// changed: a handle reads it without the lock (see `_AnyNode.core`), as a constant.
+  /// changed; each witness the table makes keeps it too (`_Witness._core`).
   @exclusivity(unchecked) @usableFromInline unowned(unsafe) var core: _MapCore?
 
   @usableFromInline
