@@ -41,7 +41,7 @@
 // - Rule 6, pins. A handle, a subscription, a query membership and a shadow each hold their
 //   node with an external hold: a node so held stays in its table, or is adopted (a manual
 //   retain) once out of it. The map holds itself while any node is pinned (`_Lifetime.pin(_:)`), so a
-//   handle may reach its map unretained (through its node's table, `_AnyNode.core`); the map's
+//   handle may reach its map unretained (through its node's witness, `_AnyNode.core`); the map's
 //   last release happens at the very end of `_MapCore.endWrite()`.
 // - Rule 7, borrows. `Unmanaged.passUnretained(x)._withUnsafeGuaranteedRef` lends `x` to a
 //   closure without a retain: `x` is kept for the call by one of the rules above, or by the

@@ -37,94 +37,64 @@ final class _Persistence: @unchecked Sendable {
   private let errorLock = Lock()
   private let writer = DispatchQueue(label: "Concord.persistence.writer")
 
-  /// The changes of the write under way that are not rows a commit records: deletions of
-  /// kinds, alias changes, and removals found by loads, in order. A transaction's rollback drops
-  /// its own.
+  // NB: the state every persisted write reads or writes skips the exclusivity checks in
+  // release builds, as the core's parts do: the map's lock makes every access exclusive. Debug
+  // builds, where the tests run, keep them.
   #if DEBUG
+    /// The changes of the write under way that are not rows a commit records: deletions of
+    /// kinds, alias changes, and removals found by loads, in order. A transaction's rollback
+    /// drops its own.
     @usableFromInline var current: [_PersistOp] = []
-  #else
-    // NB: as the core's parts: the map's lock makes every access exclusive.
-    @exclusivity(unchecked) @usableFromInline var current: [_PersistOp] = []
-  #endif
-  /// Whether anything joined the open layer since it opened.
-  #if DEBUG
+    /// Whether anything joined the open layer since it opened.
     @usableFromInline var hasOpen = false
+    /// The persisted types with entities the write under way could not read, and the aliases
+    /// it could not read: their writes are refused until the write ends (see
+    /// `_Verdict.unreadable`).
+    var unreadableTypes: [_AnyPersisted] = []
+    var unreadableAliases: Set<String> = []
+    /// Set when a check for nested entities missing from memory met one the store could not
+    /// read; see `_MapCore.isMissing(_:)`.
+    @usableFromInline var metUnreadable = false
+    /// How many prefetches are reading the store outside the map's lock: while any is, every
+    /// change handed over notes its entity as touched (see `_Prefetch.swift`).
+    @usableFromInline var prefetching = 0
+    /// What the write under way admits from a prefetch; `nil` outside such a write.
+    @usableFromInline var prefetched: _Prefetch?
+    /// Whether anything was noted as touched since the prefetches outstanding began: when
+    /// nothing was, the last one to end has nothing to forget (a persisted write's own
+    /// prefetch, which reads nothing, ends at once).
+    @usableFromInline var touchedAny = false
+    /// Set for the body of a write whose prefetch walked the values it writes and found, in
+    /// the same exclusive section, every entity they nest in memory (see
+    /// `_Prefetch.walkedValues`): that body's own check for missing entities would find none.
+    /// Taken by the first store of the body (`_MapCore.takeForesight()`), before any user code
+    /// runs; cleared when the body ends.
+    @usableFromInline var foresees = false
+    /// Whether writes check for missing entities even when their prefetch already did: tests
+    /// run the same steps both ways.
+    @usableFromInline var rechecksForeseen = false
+    /// A prefetch that asked for nothing, for the next write; see `takePrefetch()`.
+    @usableFromInline var sparePrefetch: _Prefetch?
   #else
+    @exclusivity(unchecked) @usableFromInline var current: [_PersistOp] = []
     @exclusivity(unchecked) @usableFromInline var hasOpen = false
+    @exclusivity(unchecked) var unreadableTypes: [_AnyPersisted] = []
+    @exclusivity(unchecked) var unreadableAliases: Set<String> = []
+    @exclusivity(unchecked) @usableFromInline var metUnreadable = false
+    @exclusivity(unchecked) @usableFromInline var prefetching = 0
+    @exclusivity(unchecked) @usableFromInline var prefetched: _Prefetch?
+    @exclusivity(unchecked) @usableFromInline var touchedAny = false
+    @exclusivity(unchecked) @usableFromInline var foresees = false
+    @exclusivity(unchecked) @usableFromInline var rechecksForeseen = false
+    @exclusivity(unchecked) @usableFromInline var sparePrefetch: _Prefetch?
   #endif
   /// The entities being loaded, so that a cycle of persisted aggregates loads each once; see
   /// `_MapCore.load(_:into:)`.
   var loading: Set<_RowKey> = []
-  /// The persisted types with entities the write under way could not read, and the aliases
-  /// it could not read: their writes are refused until the write ends (see
-  /// `_Verdict.unreadable`).
-  // NB: this and the fields below that every persisted write reads skip the exclusivity
-  // checks in release builds, as `current`.
-  #if DEBUG
-    var unreadableTypes: [_AnyPersisted] = []
-  #else
-    @exclusivity(unchecked) var unreadableTypes: [_AnyPersisted] = []
-  #endif
-  #if DEBUG
-    var unreadableAliases: Set<String> = []
-  #else
-    @exclusivity(unchecked) var unreadableAliases: Set<String> = []
-  #endif
-  /// Set when a check for nested entities missing from memory met one the store could not
-  /// read; see `_MapCore.isMissing(_:)`.
-  #if DEBUG
-    @usableFromInline var metUnreadable = false
-  #else
-    @exclusivity(unchecked) @usableFromInline var metUnreadable = false
-  #endif
-  /// How many prefetches are reading the store outside the map's lock: while any is, every
-  /// change handed over notes its entity as touched (see `_Prefetch.swift`).
-  #if DEBUG
-    @usableFromInline var prefetching = 0
-  #else
-    @exclusivity(unchecked) @usableFromInline var prefetching = 0
-  #endif
-  /// What the write under way admits from a prefetch; `nil` outside such a write.
-  #if DEBUG
-    @usableFromInline var prefetched: _Prefetch?
-  #else
-    @exclusivity(unchecked) @usableFromInline var prefetched: _Prefetch?
-  #endif
   /// The aliases that changed for the store while a prefetch was outstanding, and whether all
   /// of them may have; as `_Persisted.touched` is for entities.
   var touchedAliases: Set<String> = []
   var touchesAllAliases = false
-  /// Whether anything was noted as touched since the prefetches outstanding began: when
-  /// nothing was, the last one to end has nothing to forget (a persisted write's own prefetch,
-  /// which reads nothing, ends at once).
-  #if DEBUG
-    @usableFromInline var touchedAny = false
-  #else
-    @exclusivity(unchecked) @usableFromInline var touchedAny = false
-  #endif
-  /// Set for the body of a write whose prefetch walked the values it writes and found, in the
-  /// same exclusive section, every entity they nest in memory (see `_Prefetch.walkedValues`):
-  /// that body's own check for missing entities would find none. Taken by the first store of
-  /// the body (`_MapCore.takeForesight()`), before any user code runs; cleared when the body
-  /// ends.
-  #if DEBUG
-    @usableFromInline var foresees = false
-  #else
-    @exclusivity(unchecked) @usableFromInline var foresees = false
-  #endif
-  /// Whether writes check for missing entities even when their prefetch already did: tests
-  /// run the same steps both ways.
-  #if DEBUG
-    @usableFromInline var rechecksForeseen = false
-  #else
-    @exclusivity(unchecked) @usableFromInline var rechecksForeseen = false
-  #endif
-  /// A prefetch that asked for nothing, for the next write; see `takePrefetch()`.
-  #if DEBUG
-    @usableFromInline var sparePrefetch: _Prefetch?
-  #else
-    @exclusivity(unchecked) @usableFromInline var sparePrefetch: _Prefetch?
-  #endif
   /// The persisted types' kinds, by type, and the types of each kind.
   var kinds: [ObjectIdentifier: String] = [:]
   var kindOwners: [String: ObjectIdentifier] = [:]
