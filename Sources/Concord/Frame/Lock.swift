@@ -64,16 +64,3 @@ package final class Lock: @unchecked Sendable {
     return try body()
   }
 }
-
-/// The calling thread, to tell a callback that runs on the thread of a write under way from
-/// one that another thread's write makes.
-struct _ThreadID: Equatable {
-  private let thread: pthread_t
-
-  /// The calling thread.
-  static var current: _ThreadID { _ThreadID(thread: pthread_self()) }
-
-  static func == (lhs: _ThreadID, rhs: _ThreadID) -> Bool {
-    pthread_equal(lhs.thread, rhs.thread) != 0
-  }
-}

@@ -139,7 +139,7 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
     case .wait: break
     }
     let outcome = await withTaskCancellationHandler {
-      await withCheckedContinuation { continuation in
+      await _awaitOutcome { continuation in
         let now = self.now
         // NB: as in `_ResourceCore.demand(_:)`, the cancellation is read under the lock.
         let effects = lock.withLock {
@@ -286,7 +286,11 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
   private func startFetch(_ id: UInt64, _ end: _PagedEnd, inline: Bool) {
     // NB: the task holds the list until the fetch ends.
     let task = _startTask(inline: inline) { await self.run(fetch: id, end) }
-    if !lock.withLock({ machine.attach(task, toFetch: id) }) { task.cancel() }
+    // NB: as in `_ResourceCore.startFetch(_:inline:)`, a run that already ended needs no cancel.
+    let attached = lock.withLock {
+      links.endedRun == id || machine.attach(task, toFetch: id)
+    }
+    if !attached { task.cancel() }
   }
 
   /// Starts a timer's task.
@@ -306,12 +310,15 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
 
   /// Runs the fetch `id` of `end`: the loader, and its retries with their waits, outside
   /// every lock. Each try asks for the page the list needs then.
+  ///
+  /// NB: every way out goes through `end(_:_:)`, whose lock section also counts the run out.
   private func run(fetch id: UInt64, _ end: _PagedEnd) async {
-    lock.withLock { links.runningFetches += 1 }
-    defer { lock.withLock { links.runningFetches -= 1 } }
     var attempt = 1
-    while true {
-      guard lock.withLock({ machine.isInFlight(id) }) != nil else { return }
+    var inFlight = lock.withLock {
+      links.runningFetches += 1
+      return machine.isInFlight(id) != nil
+    }
+    while inFlight {
       guard let asked = list.request(end, attempt: attempt) else {
         // NB: the list has no older page to ask for any more (replaced meanwhile).
         return land(id, nil)
@@ -324,7 +331,7 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
         failure = error
       }
       // NB: a fetch no longer in flight was cancelled: it writes nothing, and tells nobody.
-      guard lock.withLock({ machine.isInFlight(id) }) != nil else { return }
+      guard lock.withLock({ machine.isInFlight(id) }) != nil else { break }
       guard fetcher.retry.retries(failure, attempt: attempt) else {
         return fail(id, failure)
       }
@@ -332,17 +339,33 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
       do {
         try await fetcher.clock.sleep(for: wait)
       } catch {
-        guard lock.withLock({ machine.isInFlight(id) }) != nil else { return }
+        guard lock.withLock({ machine.isInFlight(id) }) != nil else { break }
         return fail(id, error)
       }
       attempt += 1
+      inFlight = lock.withLock { machine.isInFlight(id) != nil }
     }
+    self.end(id)
+  }
+
+  /// Ends the run of the fetch `id`: makes `transition`, if any, in the same lock section that
+  /// counts the run out, then does what it asked.
+  private func end(
+    _ id: UInt64,
+    _ transition: (inout _PagedMachine<T>) -> _PagedEffects<T> = { _ in .init() }
+  ) {
+    perform(
+      lock.withLock {
+        links.runningFetches -= 1
+        links.endedRun = id
+        return transition(&machine)
+      })
   }
 
   /// The fetch `id` failed for good.
   private func fail(_ id: UInt64, _ error: any Error) {
     let now = self.now
-    perform(lock.withLock { machine.fail(id, error, at: now) })
+    end(id) { $0.fail(id, error, at: now) }
   }
 
   /// Stores the page the fetch `id` got, in one write of the map, which follows the page it
@@ -351,7 +374,7 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
   private func land(
     _ id: UInt64, _ fetched: (page: Page<T, Cursor>, kind: _PageKind, generation: UInt64)?
   ) {
-    guard lock.withLock({ machine.beginLanding(id) }) else { return }
+    guard lock.withLock({ machine.beginLanding(id) }) else { return end(id) }
     var released: [[T]] = []
     if let fetched {
       let landing = list.land(
@@ -373,7 +396,7 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
       withExtendedLifetime(landing) {}
     }
     let now = self.now
-    perform(lock.withLock { machine.land(id, at: now) })
+    end(id) { $0.land(id, at: now) }
     withExtendedLifetime(released) {}
   }
 
@@ -413,4 +436,6 @@ private struct _PagedLinks {
   var isClosed = false
   /// How many loader tasks are running, cancelled ones included until they return.
   var runningFetches = 0
+  /// The last fetch whose run ended: see `_ResourceLinks.endedRun`.
+  var endedRun: UInt64 = 0
 }

@@ -189,7 +189,7 @@ struct _PagedEffects<T: Sendable> {
   var timers: [(kind: _ResourceTimerKind, generation: UInt64, duration: Duration)] = []
   /// Callers to resume, each with its outcome: the items boxed (an `_Answer<[T]>`), or an
   /// error. The waiters are the resources' (`_ResourceWaiter`), which wait for a boxed answer.
-  var resumed: [(CheckedContinuation<_ResourceOutcome, Never>, _ResourceOutcome)] = []
+  var resumed: [(_ResourceContinuation, _ResourceOutcome)] = []
   /// A new state for the observers `to`, each a `_Subscriber<PagedState<T>>`.
   var delivery: (state: PagedState<T>, version: UInt64, to: [_AnySubscriber])?
   var letGo = false

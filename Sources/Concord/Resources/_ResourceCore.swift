@@ -1,4 +1,5 @@
 import Foundation
+import _ConcordAtomics
 
 /// What the map's registry of resources asks of each, whatever its value type or kind.
 protocol _ResourceEntry: AnyObject, Sendable {
@@ -149,7 +150,7 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
     case .wait: break
     }
     let outcome = await withTaskCancellationHandler {
-      await withCheckedContinuation { continuation in
+      await _awaitOutcome { continuation in
         // NB: the task's cancellation is read under the lock, as the handler below takes it:
         // a cancellation either comes before (and is seen here) or finds the waiter. The time
         // is the demand's: nothing suspended since `begin`, so the clock is not read again.
@@ -160,7 +161,8 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
         }
         // NB: at once only for a fetch this caller waits for: one that answered it at once
         // and refreshes in the background starts as any background refresh does.
-        perform(effects, startingInline: fetcher.startsInline && effects.resumed == nil)
+        let inline = fetcher.startsInline && effects.resumed == nil
+        perform(effects, startingInline: inline)
       }
     } onCancel: {
       let now = fetcher.clock.now
@@ -233,9 +235,12 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
   /// NB: a change that the landing of a fetch makes, told on the landing's thread during its
   /// write, is skipped: the landing reads the slot after that write, and offers what it read
   /// with the fetch's end. Another thread's change, or one made after the landing read, is not.
+  /// The landing marks its thread with the resource (`land`), so no lock is taken to tell.
   private func answerChanged() {
-    let thread = _ThreadID.current
-    if lock.withLock({ links.landingThread == thread }) { return }
+    if _concord_load_thread_mark() == UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque())
+    {
+      return
+    }
     let (answer, mapVersion) = slot.read()
     let now = fetcher.clock.now
     perform(lock.withLock { machine.offer(answer, mapVersion: mapVersion, at: now) })
@@ -287,7 +292,12 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
   private func startFetch(_ id: UInt64, inline: Bool) {
     // NB: the task holds the resource until the fetch ends.
     let task = _startTask(inline: inline) { await self.run(fetch: id) }
-    if !lock.withLock({ machine.attach(task, toFetch: id) }) { task.cancel() }
+    // NB: a task whose run already ended (one that ran inline and landed) has nothing to stop;
+    // one whose fetch ended otherwise (cancelled before its task was attached) is cancelled.
+    let attached = lock.withLock {
+      links.endedRun == id || machine.attach(task, toFetch: id)
+    }
+    if !attached { task.cancel() }
   }
 
   /// Starts a timer's task.
@@ -307,22 +317,24 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
   // MARK: The fetch
 
   /// Runs the fetch `id`: the loader, and its retries with their waits, outside every lock.
+  ///
+  /// NB: every way out goes through `end(_:_:)`, whose lock section also counts the run out.
   private func run(fetch id: UInt64) async {
-    lock.withLock { links.runningFetches += 1 }
-    defer { lock.withLock { links.runningFetches -= 1 } }
     var attempt = 1
-    while true {
-      guard let request = lock.withLock({ machine.request(forFetch: id, attempt: attempt) })
-      else { return }
+    var request = lock.withLock {
+      links.runningFetches += 1
+      return machine.request(forFetch: id, attempt: attempt)
+    }
+    while let current = request {
       let failure: any Error
       do {
-        let fetched = try await fetcher.load(request)
+        let fetched = try await fetcher.load(current)
         return land(id, fetched)
       } catch {
         failure = error
       }
       // NB: a fetch no longer in flight was cancelled: it writes nothing, and tells nobody.
-      guard lock.withLock({ machine.isInFlight(id) }) else { return }
+      guard lock.withLock({ machine.isInFlight(id) }) else { break }
       guard fetcher.retry.retries(failure, attempt: attempt) else {
         return fail(id, failure)
       }
@@ -331,17 +343,32 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
       do {
         try await fetcher.clock.sleep(for: wait)
       } catch {
-        guard lock.withLock({ machine.isInFlight(id) }) else { return }
+        guard lock.withLock({ machine.isInFlight(id) }) else { break }
         return fail(id, error)
       }
       attempt += 1
+      request = lock.withLock { machine.request(forFetch: id, attempt: attempt) }
     }
+    end(id)
+  }
+
+  /// Ends the run of the fetch `id`: makes `transition`, if any, in the same lock section that
+  /// counts the run out, then does what it asked.
+  private func end(
+    _ id: UInt64, _ transition: (inout _ResourceMachine) -> _ResourceEffects = { _ in .init() }
+  ) {
+    perform(
+      lock.withLock {
+        links.runningFetches -= 1
+        links.endedRun = id
+        return transition(&machine)
+      })
   }
 
   /// The fetch `id` failed for good.
   private func fail(_ id: UInt64, _ error: any Error) {
     let now = fetcher.clock.now
-    perform(lock.withLock { machine.fail(id, error, at: now) })
+    end(id) { $0.fail(id, error, at: now) }
   }
 
   /// Stores what the fetch `id` got, in one write of the map, then tells everyone.
@@ -349,24 +376,19 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
     let now = fetcher.clock.now
     guard let value = fetched._value else { return confirm(id, at: now) }
     let validator = fetched._validator
-    let thread = _ThreadID.current
-    guard
-      lock.withLock({
-        guard machine.beginLanding(id) else { return false }
-        links.landingThread = thread
-        return true
-      })
-    else { return }
+    guard lock.withLock({ machine.beginLanding(id) }) else { return end(id) }
+    // NB: the thread is marked with the resource while it writes, so that `answerChanged`
+    // knows the changes this write tells it of; the mark it replaces is put back after.
+    let outer = _concord_exchange_thread_mark(Unmanaged.passUnretained(self).toOpaque())
     slot.store(
       value, stamp: fetched._modifiedAt,
       record: _StoredAnswerInfo(fetchedAt: now, validator: validator))
     let (answer, mapVersion) = slot.read()
-    perform(
-      lock.withLock {
-        links.landingThread = nil
-        return machine.land(
-          id, value: answer, mapVersion: mapVersion, fetchedAt: now, validator: validator, at: now)
-      })
+    _ = _concord_exchange_thread_mark(outer)
+    end(id) {
+      $0.land(
+        id, value: answer, mapVersion: mapVersion, fetchedAt: now, validator: validator, at: now)
+    }
   }
 
   /// The fetch `id` got `.notModified`: the answer's age starts again from `now`.
@@ -375,11 +397,11 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
       (machine.beginConfirming(id), machine.answer.validator)
     }
     switch confirmation {
-    case .gone: return
+    case .gone: return end(id)
     case .noAnswer: return fail(id, ResourceError.notModifiedWithoutAnswer)
     case .confirming:
       slot.confirm(_StoredAnswerInfo(fetchedAt: now, validator: validator))
-      perform(lock.withLock { machine.confirm(id, fetchedAt: now, at: now) })
+      end(id) { $0.confirm(id, fetchedAt: now, at: now) }
     }
   }
 
@@ -416,9 +438,9 @@ private struct _ResourceLinks {
   var answerSubscription: Subscription?
   /// How many loader tasks are running, cancelled ones included until they return.
   var runningFetches = 0
-  /// The thread writing a fetch's answer, while it does: what the map tells the resource of
-  /// that write, on that thread, the landing reads itself once the write is done.
-  var landingThread: _ThreadID?
+  /// The last fetch whose run ended: its task, attached after it ran inline to the end, has
+  /// nothing left to cancel.
+  var endedRun: UInt64 = 0
 }
 
 /// Starts `operation` in a new task: with `inline`, at once on the calling thread until its

@@ -145,6 +145,24 @@ static inline intptr_t _concord_thread_index(void) {
   return (number != 0 ? number : _concord_number_thread()) - 1;
 }
 
+/// The object the calling thread marked, or null; see `_concord_exchange_thread_mark`.
+extern _Thread_local const void *_concord_thread_mark;
+
+/// What the calling thread marked, or null.
+static inline const void *_concord_load_thread_mark(void) {
+  return _concord_thread_mark;
+}
+
+/// Marks `mark` (an object's address, or null) as what the calling thread is doing, and
+/// returns the mark it replaces, for the caller to put back. Only the calling thread sees it:
+/// a callback that runs on this thread meanwhile can tell that it is called back from that
+/// work, where taking a lock to ask would cost more than the callback.
+static inline const void *_concord_exchange_thread_mark(const void *mark) {
+  const void *outer = _concord_thread_mark;
+  _concord_thread_mark = mark;
+  return outer;
+}
+
 /// Tells the processor that the calling thread spins, waiting for another.
 static inline void _concord_spin_pause(void) {
 #if defined(__x86_64__) || defined(__i386__)
