@@ -103,6 +103,12 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
     lock.withLock { links.runningFetches }
   }
 
+  /// How many outcomes wait for a caller to collect them; for tests (0 once every caller
+  /// returned).
+  var parkedOutcomes: Int {
+    lock.withLock { machine.parked.count }
+  }
+
   /// The state now.
   @inlinable
   var state: PagedState<T> {
@@ -127,33 +133,44 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
   @discardableResult
   func demand(_ demand: _PagedDemand) async throws -> [T] {
     let now = self.now
-    let (decision, effects, id) = lock.withLock {
-      let (decision, effects) = machine.begin(demand, at: now, isCancelled: Task.isCancelled)
-      return (decision, effects, machine.nextID())
+    let (decision, effects) = lock.withLock {
+      machine.begin(demand, at: now, isCancelled: Task.isCancelled)
     }
-    perform(effects)
+    let caller: UInt64
     switch decision {
-    case .answer(let items): return items
-    case .fail(let error): throw error
-    case .skip: throw _Skipped()
-    case .wait: break
+    case .answer(let items):
+      perform(effects)
+      return items
+    case .fail(let error):
+      perform(effects)
+      throw error
+    case .skip:
+      perform(effects)
+      throw _Skipped()
+    case .wait(let reserved):
+      caller = reserved
     }
-    let outcome = await withTaskCancellationHandler {
-      await _awaitOutcome { continuation in
-        let now = self.now
-        // NB: as in `_ResourceCore.demand(_:)`, the cancellation is read under the lock.
-        let effects = lock.withLock {
-          machine.join(
-            demand, _ResourceWaiter(id: id, continuation: continuation), at: now,
-            isCancelled: Task.isCancelled)
+    // NB: as in `_ResourceCore.demand(_:)`: the fetch this caller waits for starts before it
+    // suspends, outside the cancellation handler, and may leave its outcome parked.
+    let started = !effects.startFetches.isEmpty
+    perform(effects, startingInline: fetcher.startsInline)
+    let outcome: _ResourceOutcome
+    if started, let parked = lock.withLock({ machine.collect(caller) }) {
+      outcome = parked
+    } else {
+      outcome = await withTaskCancellationHandler {
+        await _awaitOutcome { continuation in
+          let now = self.now
+          // NB: as in `_ResourceCore.demand(_:)`, the cancellation is read under the lock.
+          perform(
+            lock.withLock {
+              machine.suspend(caller, on: continuation, isCancelled: Task.isCancelled, at: now)
+            })
         }
-        // NB: at once only for a fetch this caller waits for: one that answered it at once
-        // and refreshes in the background starts as any background refresh does.
-        perform(effects, startingInline: fetcher.startsInline && effects.resumed.isEmpty)
+      } onCancel: {
+        let now = self.now
+        perform(lock.withLock { machine.cancelWaiter(caller, at: now) })
       }
-    } onCancel: {
-      let now = self.now
-      perform(lock.withLock { machine.cancelWaiter(id, at: now) })
     }
     // NB: `unsafeDowncast`: the machine only boxes its items (debug builds check the cast).
     return unsafeDowncast(try outcome.get(), to: _Answer<[T]>.self).value
@@ -311,8 +328,9 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
   /// Runs the fetch `id` of `end`: the loader, and its retries with their waits, outside
   /// every lock. Each try asks for the page the list needs then.
   ///
-  /// NB: every way out goes through `end(_:_:)`, whose lock section also counts the run out.
-  private func run(fetch id: UInt64, _ end: _PagedEnd) async {
+  /// NB: every way out goes through `end(_:_:)`, whose lock section also counts the run out;
+  /// `nonisolated(nonsending)` as `_ResourceCore.run(fetch:)` is.
+  nonisolated(nonsending) private func run(fetch id: UInt64, _ end: _PagedEnd) async {
     var attempt = 1
     var inFlight = lock.withLock {
       links.runningFetches += 1

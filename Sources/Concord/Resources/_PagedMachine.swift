@@ -176,8 +176,8 @@ enum _PagedDecision<T: Sendable> {
   case fail(any Error)
   /// Nothing to do (a `revalidate` of a list that needs none).
   case skip
-  /// It must wait for a fetch.
-  case wait
+  /// It waits for a fetch, as the caller it reserved (see `_ResourceWaiter`).
+  case wait(caller: UInt64)
 }
 
 /// What a transition of a paged list leaves to do once its lock is released; see
@@ -217,6 +217,8 @@ struct _PagedMachine<T: Sendable> {
   var version: UInt64 = 1
   /// The last id handed out, to fetches, waiters and timers alike.
   var serial: UInt64 = 0
+  /// What callers whose fetch ended before they suspended get when they collect.
+  var parked = _ParkedOutcomes()
 
   init(settings: _ResourceSettings) {
     self.settings = settings
@@ -287,8 +289,9 @@ struct _PagedMachine<T: Sendable> {
 
   // MARK: Demands
 
-  /// `demand` from a caller not yet waiting: an answer at once (starting a background
-  /// refresh if the list is stale), or `.wait`.
+  /// `demand` from a caller: an answer at once (starting a background refresh if the list is
+  /// stale), or `.wait`, with the caller reserved on the fetch of its end in flight, which is
+  /// started if there is none; see `_ResourceMachine.begin(_:at:isCancelled:)`.
   mutating func begin(_ demand: _PagedDemand, at now: Date?, isCancelled: Bool)
     -> (_PagedDecision<T>, _PagedEffects<T>)
   {
@@ -299,45 +302,49 @@ struct _PagedMachine<T: Sendable> {
       return (.answer(items), effects)
     case .skip:
       return (.skip, effects)
-    case .fetch:
-      return (isCancelled ? .fail(CancellationError()) : .wait, effects)
-    }
-  }
-
-  /// `demand` from a caller ready to wait, `waiter`: decided again, then answered at once or
-  /// added to the fetch of its end in flight, which is started if there is none.
-  mutating func join(
-    _ demand: _PagedDemand, _ waiter: _ResourceWaiter, at now: Date?, isCancelled: Bool
-  ) -> _PagedEffects<T> {
-    var effects = _PagedEffects<T>()
-    switch decide(demand, at: now) {
-    case .answer(let items, let refreshing):
-      if refreshing { ensureFetch(.head, background: true, at: now, &effects) }
-      effects.resumed.append((waiter.continuation, .success(_Answer(items))))
-    case .skip:
-      effects.resumed.append((waiter.continuation, .failure(_Skipped())))
     case .fetch(let end):
-      guard !isCancelled else {
-        effects.resumed.append((waiter.continuation, .failure(CancellationError())))
-        return effects
-      }
+      guard !isCancelled else { return (.fail(CancellationError()), effects) }
       ensureFetch(end, background: false, at: now, &effects)
-      fetches[end]?.waiters.append(waiter)
+      let caller = nextID()
+      fetches[end]!.waiters.append(_ResourceWaiter(id: caller))
+      return (.wait(caller: caller), effects)
     }
-    return effects
   }
 
-  /// The caller `id` was cancelled: it is resumed with `CancellationError`, and its fetch is
-  /// cancelled if that abandons it.
+  /// The outcome of the reserved `caller`, if its fetch already ended.
+  mutating func collect(_ caller: UInt64) -> _ResourceOutcome? {
+    parked.take(caller)
+  }
+
+  /// The reserved `caller`'s task suspends on `continuation`; see
+  /// `_ResourceMachine.suspend(_:on:isCancelled:at:)`.
+  mutating func suspend(
+    _ caller: UInt64, on continuation: _ResourceContinuation, isCancelled: Bool, at now: Date?
+  ) -> _PagedEffects<T> {
+    if let outcome = parked.take(caller) {
+      var effects = _PagedEffects<T>()
+      effects.resumed.append((continuation, outcome))
+      return effects
+    }
+    let attached = [_PagedEnd.head, .tail].contains {
+      fetches[$0]?.attach(continuation, toWaiter: caller) ?? false
+    }
+    assert(attached, "a reserved caller is listed or has an outcome parked")
+    return isCancelled ? cancelWaiter(caller, at: now) : _PagedEffects<T>()
+  }
+
+  /// The caller `id` was cancelled: it gets `CancellationError` (resumed, or parked while it
+  /// is reserved), and its fetch is cancelled if that abandons it.
   mutating func cancelWaiter(_ id: UInt64, at now: Date?) -> _PagedEffects<T> {
     var effects = _PagedEffects<T>()
     for end in [_PagedEnd.head, .tail] {
-      guard let index = fetches[end]?.waiters.firstIndex(where: { $0.id == id }) else {
-        continue
-      }
-      let waiter = fetches[end]!.waiters.remove(at: index)
+      guard let waiter = fetches[end]?.removeWaiter(id) else { continue }
       fetches[end]!.abandoned = true
-      effects.resumed.append((waiter.continuation, .failure(CancellationError())))
+      if let continuation = waiter.continuation {
+        effects.resumed.append((continuation, .failure(CancellationError())))
+      } else {
+        parked.park(.failure(CancellationError()), for: id)
+      }
       cancelIfAbandoned(end, at: now, &effects)
     }
     return effects
@@ -420,7 +427,9 @@ struct _PagedMachine<T: Sendable> {
       // NB: one box for every caller.
       let outcome: _ResourceOutcome =
         error.map { .failure($0) } ?? .success(_Answer(answer.items))
-      for waiter in fetch.waiters { effects.resumed.append((waiter.continuation, outcome)) }
+      for continuation in fetch.endWaiters(with: outcome, parking: &parked) {
+        effects.resumed.append((continuation, outcome))
+      }
     }
     notify(at: now, &effects)
     settle(at: now, &effects)

@@ -110,6 +110,12 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
     lock.withLock { links.runningFetches }
   }
 
+  /// How many outcomes wait for a caller to collect them; for tests (0 once every caller
+  /// returned).
+  var parkedOutcomes: Int {
+    lock.withLock { machine.parked.count }
+  }
+
   /// The state now.
   var state: ResourceState<Value> {
     let now = fetcher.clock.now
@@ -138,35 +144,49 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
   /// `load()` (`.load`), `refresh()` (`.refresh`) or a `revalidate()`'s part (`.revalidate`).
   func demand(_ demand: _ResourceDemand) async throws -> Value {
     let now = fetcher.clock.now
-    let (decision, effects, id) = lock.withLock {
-      let (decision, effects) = machine.begin(demand, at: now, isCancelled: Task.isCancelled)
-      return (decision, effects, machine.nextID())
+    let (decision, effects) = lock.withLock {
+      machine.begin(demand, at: now, isCancelled: Task.isCancelled)
     }
-    perform(effects)
+    let caller: UInt64
     switch decision {
-    case .answer(let answer): return value(of: answer)
-    case .fail(let error): throw error
-    case .skip: throw _Skipped()
-    case .wait: break
+    case .answer(let answer):
+      perform(effects)
+      return value(of: answer)
+    case .fail(let error):
+      perform(effects)
+      throw error
+    case .skip:
+      perform(effects)
+      throw _Skipped()
+    case .wait(let reserved):
+      caller = reserved
+    }
+    // NB: a fetch this caller waits for starts here, on its thread (unless tests turn that
+    // off), before the caller suspends and outside the cancellation handler below: started
+    // inside it, a task costs the runtime twice as much. A fetch that ran to its end here left
+    // the caller's outcome parked. A fetch that answered at once and refreshes in the
+    // background started in `perform` above, as any background refresh does.
+    let started = effects.startFetch != nil
+    perform(effects, startingInline: fetcher.startsInline)
+    // NB: only a caller that started the fetch looks for its outcome before suspending: one
+    // that joined a fetch in flight finds it parked, the rare time it is, when it suspends.
+    if started, let outcome = lock.withLock({ machine.collect(caller) }) {
+      return value(of: try outcome.get())
     }
     let outcome = await withTaskCancellationHandler {
       await _awaitOutcome { continuation in
         // NB: the task's cancellation is read under the lock, as the handler below takes it:
-        // a cancellation either comes before (and is seen here) or finds the waiter. The time
-        // is the demand's: nothing suspended since `begin`, so the clock is not read again.
-        let effects = lock.withLock {
-          machine.join(
-            demand, _ResourceWaiter(id: id, continuation: continuation), at: now,
-            isCancelled: Task.isCancelled)
-        }
-        // NB: at once only for a fetch this caller waits for: one that answered it at once
-        // and refreshes in the background starts as any background refresh does.
-        let inline = fetcher.startsInline && effects.resumed == nil
-        perform(effects, startingInline: inline)
+        // a cancellation either comes before (and is seen here) or finds the caller listed.
+        let now = fetcher.clock.now
+        perform(
+          lock.withLock {
+            machine.suspend(
+              caller, on: continuation, isCancelled: Task.isCancelled, at: now)
+          })
       }
     } onCancel: {
       let now = fetcher.clock.now
-      perform(lock.withLock { machine.cancelWaiter(id, at: now) })
+      perform(lock.withLock { machine.cancelWaiter(caller, at: now) })
     }
     return value(of: try outcome.get())
   }
@@ -237,8 +257,7 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
   /// with the fetch's end. Another thread's change, or one made after the landing read, is not.
   /// The landing marks its thread with the resource (`land`), so no lock is taken to tell.
   private func answerChanged() {
-    if _concord_load_thread_mark() == UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque())
-    {
+    if _concord_load_thread_mark() == UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque()) {
       return
     }
     let (answer, mapVersion) = slot.read()
@@ -267,7 +286,7 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
       startTimer(timer.kind, generation: timer.generation, timer.duration)
     }
     if let resumed = effects.resumed {
-      for waiter in resumed.waiters { waiter.continuation.resume(returning: resumed.outcome) }
+      for continuation in resumed.continuations { continuation.resume(returning: resumed.outcome) }
     }
     if let id = effects.startFetch { startFetch(id, inline: startingInline) }
     if effects.letGo { letGo() }
@@ -319,7 +338,9 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
   /// Runs the fetch `id`: the loader, and its retries with their waits, outside every lock.
   ///
   /// NB: every way out goes through `end(_:_:)`, whose lock section also counts the run out.
-  private func run(fetch id: UInt64) async {
+  /// `nonisolated(nonsending)`: it runs where its task starts it, with no executor hop at its
+  /// start and end (two of them cost about a tenth of a fetch that answers at once).
+  nonisolated(nonsending) private func run(fetch id: UInt64) async {
     var attempt = 1
     var request = lock.withLock {
       links.runningFetches += 1
@@ -378,7 +399,8 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
     let validator = fetched._validator
     guard lock.withLock({ machine.beginLanding(id) }) else { return end(id) }
     // NB: the thread is marked with the resource while it writes, so that `answerChanged`
-    // knows the changes this write tells it of; the mark it replaces is put back after.
+    // knows the changes this write tells it of; the mark it replaces is put back after. The
+    // mark is an address compared, never followed, so it retains nothing.
     let outer = _concord_exchange_thread_mark(Unmanaged.passUnretained(self).toOpaque())
     slot.store(
       value, stamp: fetched._modifiedAt,

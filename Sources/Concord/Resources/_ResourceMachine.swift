@@ -104,10 +104,36 @@ func _awaitOutcome(
   #endif
 }
 
-/// A caller waiting for a fetch.
+/// A caller of a fetch. It is listed, reserved, when its demand is decided, under the lock,
+/// before its task suspends (`continuation` is `nil` until then): the fetch it waits for can
+/// start, and even end, before that, outside every cancellation handler (see
+/// `_ResourceCore.demand(_:)`).
 struct _ResourceWaiter {
   let id: UInt64
-  let continuation: _ResourceContinuation
+  var continuation: _ResourceContinuation?
+}
+
+/// The outcomes of fetches that ended while a caller of theirs was still reserved, each kept
+/// until that caller collects it. Usually empty: a caller collects its outcome right after the
+/// fetch it started on its own thread returns.
+struct _ParkedOutcomes {
+  private var entries: [(caller: UInt64, outcome: _ResourceOutcome)] = []
+
+  /// How many outcomes are kept.
+  var count: Int { entries.count }
+
+  /// Keeps `outcome` for the reserved caller `caller`.
+  mutating func park(_ outcome: _ResourceOutcome, for caller: UInt64) {
+    entries.append((caller, outcome))
+  }
+
+  /// The outcome kept for `caller`, taken out; `nil` if none is.
+  mutating func take(_ caller: UInt64) -> _ResourceOutcome? {
+    guard !entries.isEmpty, let index = entries.firstIndex(where: { $0.caller == caller }) else {
+      return nil
+    }
+    return entries.remove(at: index).outcome
+  }
 }
 
 /// The fetch in flight.
@@ -128,6 +154,38 @@ struct _ResourceFetch {
   var invalidated = false
   /// The loader's task, once started.
   var task: Task<Void, Never>?
+}
+
+extension _ResourceFetch {
+  /// Takes the caller `id` out of `waiters`; `nil` if it is not there.
+  mutating func removeWaiter(_ id: UInt64) -> _ResourceWaiter? {
+    guard let index = waiters.firstIndex(where: { $0.id == id }) else { return nil }
+    return waiters.remove(at: index)
+  }
+
+  /// Gives the reserved caller `id` the continuation its task now waits on; `false` if the
+  /// caller is not listed.
+  mutating func attach(_ continuation: _ResourceContinuation, toWaiter id: UInt64) -> Bool {
+    guard let index = waiters.firstIndex(where: { $0.id == id }) else { return false }
+    waiters[index].continuation = continuation
+    return true
+  }
+
+  /// Its callers' share of its end with `outcome`: the continuations of those that wait, to
+  /// resume; the outcome of each caller still reserved is parked in `parked`.
+  func endWaiters(
+    with outcome: _ResourceOutcome, parking parked: inout _ParkedOutcomes
+  ) -> [_ResourceContinuation] {
+    var resumed: [_ResourceContinuation] = []
+    for waiter in waiters {
+      if let continuation = waiter.continuation {
+        resumed.append(continuation)
+      } else {
+        parked.park(outcome, for: waiter.id)
+      }
+    }
+    return resumed
+  }
 }
 
 /// Who depends on a resource: its observers and its live `Resource` handles.
@@ -176,8 +234,8 @@ enum _ResourceDecision {
   case fail(any Error)
   /// Nothing to do (a `revalidate` of a resource that needs none).
   case skip
-  /// It must wait for a fetch.
-  case wait
+  /// It waits for a fetch, as the caller it reserved (see `_ResourceWaiter`).
+  case wait(caller: UInt64)
 }
 
 /// What a resource's state shows, as `ResourceState` does, with the answer boxed.
@@ -196,10 +254,10 @@ struct _ResourceTimerStart {
   let duration: Duration
 }
 
-/// Callers to resume, all with one outcome: a transition resumes one caller (a join answered
-/// at once, a cancelled caller) or every caller of a fetch (its end).
+/// Callers to resume, all with one outcome: a transition resumes one caller (one whose fetch
+/// ended before it suspended, a cancelled caller) or every caller of a fetch (its end).
 struct _ResourceResumption {
-  let waiters: [_ResourceWaiter]
+  let continuations: [_ResourceContinuation]
   let outcome: _ResourceOutcome
 }
 
@@ -227,10 +285,10 @@ struct _ResourceEffects {
 }
 
 extension _ResourceEffects {
-  /// Resumes `waiters` with `outcome`. A transition resumes one set of callers at most.
-  mutating func resume(_ waiters: [_ResourceWaiter], with outcome: _ResourceOutcome) {
+  /// Resumes `continuations` with `outcome`. A transition resumes one set of callers at most.
+  mutating func resume(_ continuations: [_ResourceContinuation], with outcome: _ResourceOutcome) {
     assert(resumed == nil, "a transition resumed two sets of callers")
-    resumed = _ResourceResumption(waiters: waiters, outcome: outcome)
+    resumed = _ResourceResumption(continuations: continuations, outcome: outcome)
   }
 }
 
@@ -246,6 +304,8 @@ struct _ResourceMachine {
   var version: UInt64 = 1
   /// The last id handed out, to fetches, waiters and timers alike.
   var serial: UInt64 = 0
+  /// What callers whose fetch ended before they suspended get when they collect.
+  var parked = _ParkedOutcomes()
 
   init(settings: _ResourceSettings) {
     self.settings = settings
@@ -310,9 +370,10 @@ struct _ResourceMachine {
 
   // MARK: Demands
 
-  /// `demand` from a caller not yet waiting: an answer at once (starting a background fetch
-  /// if the policy says so), or `.wait`. A caller whose task is cancelled gets
-  /// `CancellationError` instead of starting a fetch.
+  /// `demand` from a caller: an answer at once (starting a background fetch if the policy
+  /// says so), or `.wait`, with the caller reserved on the fetch in flight, which is started
+  /// if there is none. A caller whose task is cancelled gets `CancellationError` instead of
+  /// starting a fetch.
   mutating func begin(_ demand: _ResourceDemand, at now: Date, isCancelled: Bool)
     -> (_ResourceDecision, _ResourceEffects)
   {
@@ -326,44 +387,46 @@ struct _ResourceMachine {
     case .skip:
       return (.skip, effects)
     case .fetch:
-      return (isCancelled ? .fail(CancellationError()) : .wait, effects)
-    }
-  }
-
-  /// `demand` from a caller ready to wait, `waiter`: decided again (the answer may have
-  /// changed since `begin`), then answered at once or added to the fetch in flight, which is
-  /// started if there is none.
-  mutating func join(
-    _ demand: _ResourceDemand, _ waiter: _ResourceWaiter, at now: Date, isCancelled: Bool
-  ) -> _ResourceEffects {
-    var effects = _ResourceEffects()
-    switch decide(demand, at: now) {
-    case .answer(let value, let refreshing):
-      if refreshing { ensureFetch(background: true, at: now, &effects) }
-      effects.resume([waiter], with: .success(value))
-    case .fail(let error):
-      effects.resume([waiter], with: .failure(error))
-    case .skip:
-      effects.resume([waiter], with: .failure(_Skipped()))
-    case .fetch:
-      guard !isCancelled else {
-        effects.resume([waiter], with: .failure(CancellationError()))
-        return effects
-      }
+      guard !isCancelled else { return (.fail(CancellationError()), effects) }
       ensureFetch(background: false, at: now, &effects)
-      fetch?.waiters.append(waiter)
+      let caller = nextID()
+      fetch!.waiters.append(_ResourceWaiter(id: caller))
+      return (.wait(caller: caller), effects)
     }
-    return effects
   }
 
-  /// The caller `id` was cancelled: it is resumed with `CancellationError`, and the fetch is
-  /// cancelled if that abandons it.
+  /// The outcome of the reserved `caller`, if its fetch already ended.
+  mutating func collect(_ caller: UInt64) -> _ResourceOutcome? {
+    parked.take(caller)
+  }
+
+  /// The reserved `caller`'s task suspends on `continuation`: it waits for its fetch, or is
+  /// resumed at once if that fetch ended meanwhile or its task is cancelled (which abandons the
+  /// fetch as `cancelWaiter(_:at:)` does).
+  mutating func suspend(
+    _ caller: UInt64, on continuation: _ResourceContinuation, isCancelled: Bool, at now: Date
+  ) -> _ResourceEffects {
+    if let outcome = parked.take(caller) {
+      var effects = _ResourceEffects()
+      effects.resume([continuation], with: outcome)
+      return effects
+    }
+    let attached = fetch?.attach(continuation, toWaiter: caller) ?? false
+    assert(attached, "a reserved caller is listed or has an outcome parked")
+    return isCancelled ? cancelWaiter(caller, at: now) : _ResourceEffects()
+  }
+
+  /// The caller `id` was cancelled: it gets `CancellationError` (resumed, or parked while it
+  /// is reserved), and the fetch is cancelled if that abandons it.
   mutating func cancelWaiter(_ id: UInt64, at now: Date) -> _ResourceEffects {
     var effects = _ResourceEffects()
-    guard let index = fetch?.waiters.firstIndex(where: { $0.id == id }) else { return effects }
-    let waiter = fetch!.waiters.remove(at: index)
+    guard let waiter = fetch?.removeWaiter(id) else { return effects }
     fetch!.abandoned = true
-    effects.resume([waiter], with: .failure(CancellationError()))
+    if let continuation = waiter.continuation {
+      effects.resume([continuation], with: .failure(CancellationError()))
+    } else {
+      parked.park(.failure(CancellationError()), for: id)
+    }
     cancelIfAbandoned(at: now, &effects)
     return effects
   }
@@ -485,9 +548,8 @@ struct _ResourceMachine {
       if let error { .failure(error) } else if let value = answer.value { .success(value) } else {
         .failure(ResourceError.answerRemoved)
       }
-    if !fetch.waiters.isEmpty {
-      effects.resume(fetch.waiters, with: outcome)
-    }
+    let resumed = fetch.endWaiters(with: outcome, parking: &parked)
+    if !resumed.isEmpty { effects.resume(resumed, with: outcome) }
     notify(at: now, &effects)
     settle(at: now, &effects)
   }

@@ -335,6 +335,43 @@ struct PagedListTests {
     #expect(list.state.items.map(\.id) == [3] && list.state.hasOlder)
   }
 
+  @Test(
+    "A caller of loadOlder() cancelled while the fetch it started runs, before it waits: the fetch is cancelled",
+    arguments: [true, false])
+  func olderCancelledBeforeItWaits(inline: Bool) async throws {
+    let map = IdentityMap(clock: clock)
+    map._resources.startsWaitedFetchesInline = inline
+    let caller = Locked<Task<Void, any Error>?>(nil)
+    let started = Gate()
+    let gate = Gate()
+    let sawCancellation = Locked(false)
+    let list = map.pagedResource(Self.key, retry: .none) {
+      (request: PageRequest<Int>) async throws -> Page<Counter, Int> in
+      guard request.isOlder else { return Page(Self.counters([3]), older: 3) }
+      // NB: inline, this runs on the caller's thread between its demand and its wait: the
+      // caller is listed, reserved, with no continuation yet.
+      caller.value?.cancel()
+      await gate.wait()
+      sawCancellation.withValue { $0 = Task.isCancelled }
+      return Page(Self.counters([2]), older: nil)
+    }
+    _ = try await list.load()
+    let task = Task {
+      await started.wait()
+      return try await list.loadOlder()
+    }
+    caller.withValue { $0 = task }
+    started.open()
+    await #expect(throws: CancellationError.self) { try await task.value }
+    #expect(list._core.waiters == 0 && list._core.parkedOutcomes == 0)
+    await eventually { gate.waiting == 1 }
+    gate.open()
+    await eventually { list._core.runningFetches == 0 }
+    #expect(sawCancellation.value, "the loader's task was cancelled")
+    #expect(list.state.items.map(\.id) == [3] && list.state.hasOlder)
+    #expect(!list.state.isLoadingOlder && list.state.error == nil)
+  }
+
   @Test("An observer keeps a loadOlder() going when its caller is cancelled")
   func observedOlderGoesOn() async throws {
     let map = IdentityMap(clock: clock)

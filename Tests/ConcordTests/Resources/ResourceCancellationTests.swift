@@ -163,6 +163,40 @@ struct ResourceCancellationTests {
     #expect(me.state.value == nil && me.state.error == nil && !me.state.isLoading)
   }
 
+  @Test(
+    "A caller cancelled while the fetch it started runs, before it waits: CancellationError, and the fetch, abandoned, is cancelled",
+    arguments: [true, false])
+  func cancelledBeforeItWaits(inline: Bool) async throws {
+    let map = IdentityMap(clock: clock)
+    map._resources.startsWaitedFetchesInline = inline
+    let caller = Locked<Task<Author, any Error>?>(nil)
+    let started = Gate()
+    let gate = Gate()
+    let sawCancellation = Locked(false)
+    let me = map.resource(ResourceKey<Author>("me")) { () async throws -> Author in
+      // NB: inline, this runs on the caller's thread between its demand and its wait: the
+      // caller is listed, reserved, with no continuation yet.
+      caller.value?.cancel()
+      await gate.wait()
+      sawCancellation.withValue { $0 = Task.isCancelled }
+      return Author(id: 1, name: "Ursula")
+    }
+    let task = Task {
+      await started.wait()
+      return try await me.load()
+    }
+    caller.withValue { $0 = task }
+    started.open()
+    await #expect(throws: CancellationError.self) { try await task.value }
+    #expect(me._core.waiters == 0 && me._core.parkedOutcomes == 0)
+    await eventually { gate.waiting == 1 }
+    gate.open()
+    await eventually { me._core.runningFetches == 0 }
+    #expect(sawCancellation.value, "the loader's task was cancelled")
+    #expect(me.state.value == nil && !me.state.isLoading && me.state.error == nil)
+    #expect(map.find(Author.self, id: 1) == nil, "its answer was dropped")
+  }
+
   @Test("A cancelled fetch is forgotten: the next demand starts a new one")
   func nextDemandStartsAfresh() async throws {
     let map = IdentityMap(clock: clock)

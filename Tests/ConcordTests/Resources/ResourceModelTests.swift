@@ -356,6 +356,9 @@ struct ResourceModelTests {
         }
       }
       model.outcomes.removeAll()
+      if tasks.isEmpty && revalidations.isEmpty {
+        #expect(resource._core.parkedOutcomes == 0, "an outcome nobody collects: \(context)")
+      }
       map._core._checkInvariants()
     }
 
@@ -470,5 +473,6 @@ struct ResourceModelTests {
     model.observed = false
     model.cancelIfAbandoned()
     await settle(-1)
+    #expect(resource._core.parkedOutcomes == 0, "every caller collected its outcome")
   }
 }
