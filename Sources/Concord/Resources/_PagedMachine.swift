@@ -306,7 +306,7 @@ struct _PagedMachine<T: Sendable> {
       guard !isCancelled else { return (.fail(CancellationError()), effects) }
       ensureFetch(end, background: false, at: now, &effects)
       let caller = nextID()
-      fetches[end]!.waiters.append(_ResourceWaiter(id: caller))
+      fetches[end]!.reserve(caller)
       return (.wait(caller: caller), effects)
     }
   }

@@ -157,16 +157,37 @@ struct _ResourceFetch {
 }
 
 extension _ResourceFetch {
+  /// The position of the caller `id` in `waiters`, if it is listed.
+  ///
+  /// NB: a binary search: callers are listed as their demands are decided, each with an id
+  /// taken from the machine's serial, so `waiters` is sorted by id. A thousand callers that
+  /// join one fetch would otherwise each scan those listed before them as they suspend.
+  func index(ofWaiter id: UInt64) -> Int? {
+    var low = 0
+    var high = waiters.count
+    while low < high {
+      let middle = (low + high) / 2
+      if waiters[middle].id < id { low = middle + 1 } else { high = middle }
+    }
+    return low < waiters.count && waiters[low].id == id ? low : nil
+  }
+
+  /// Lists the caller `id`, reserved; `id` is newer than every id listed.
+  mutating func reserve(_ id: UInt64) {
+    assert(waiters.last.map { $0.id < id } ?? true, "waiters are listed in the order of their ids")
+    waiters.append(_ResourceWaiter(id: id))
+  }
+
   /// Takes the caller `id` out of `waiters`; `nil` if it is not there.
   mutating func removeWaiter(_ id: UInt64) -> _ResourceWaiter? {
-    guard let index = waiters.firstIndex(where: { $0.id == id }) else { return nil }
+    guard let index = index(ofWaiter: id) else { return nil }
     return waiters.remove(at: index)
   }
 
   /// Gives the reserved caller `id` the continuation its task now waits on; `false` if the
   /// caller is not listed.
   mutating func attach(_ continuation: _ResourceContinuation, toWaiter id: UInt64) -> Bool {
-    guard let index = waiters.firstIndex(where: { $0.id == id }) else { return false }
+    guard let index = index(ofWaiter: id) else { return false }
     waiters[index].continuation = continuation
     return true
   }
@@ -390,7 +411,7 @@ struct _ResourceMachine {
       guard !isCancelled else { return (.fail(CancellationError()), effects) }
       ensureFetch(background: false, at: now, &effects)
       let caller = nextID()
-      fetch!.waiters.append(_ResourceWaiter(id: caller))
+      fetch!.reserve(caller)
       return (.wait(caller: caller), effects)
     }
   }
