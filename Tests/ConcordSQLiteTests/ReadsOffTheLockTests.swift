@@ -182,6 +182,29 @@ struct ReadsOffTheLockTests {
     withExtendedLifetime(held) {}
   }
 
+  @Test(
+    "An entity the write found in memory leaves it while the write reads another: it is still compared with the store"
+  )
+  func anEntityLeavesWhileTheWriteReads() throws {
+    let directory = TemporaryDirectory()
+    try Self.seed(directory.database)
+    let (map, store) = try Self.launchGated(directory.database)
+    let n1 = Locked<EntityObserver<Note>?>(map.find(Note.self, id: "n1"))
+    #expect(n1.value?.value.text == "stored")
+    Self.whileParked(
+      store,
+      {
+        // NB: n1 is in memory when the write looks, n4 only in the store: the write reads n4
+        // with no lock held, and parks there while n1 leaves memory.
+        map.store(
+          [Note(id: "n1", text: "older, refused"), Note(id: "n4", text: "older, refused")],
+          modifiedAt: 5)
+      },
+      meanwhile: { n1.withValue { $0 = nil } })
+    #expect(map.find(Note.self, id: "n1")?.value.text == "stored", "compared with the store")
+    #expect(map.find(Note.self, id: "n4")?.value.text == "stored")
+  }
+
   @Test("parents(of:id:) reads the store's aggregates outside the lock")
   func parentsParkedInTheStoreBlockNoReader() throws {
     let directory = TemporaryDirectory()

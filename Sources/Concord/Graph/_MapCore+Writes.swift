@@ -19,9 +19,13 @@ extension _MapCore {
     withTable(T.self) { table in
       let schema = table.schema
       // NB: a persisted entity new to memory may be in the store: then it is loaded first, and
-      // the write goes on as a write to it; so may the entities it nests.
-      if table.persisted != nil && table.node(value.id) == nil { load(value.id, into: table) }
-      if audience.persistedTypes > 0 && !schema.isLeaf && !takeForesight() {
+      // the write goes on as a write to it; so may the entities it nests. A prefetch that found
+      // the entity and every entity it nests in memory, in this section, foresaw both checks.
+      let foreseen = audience.persistedTypes > 0 && takeForesight()
+      if table.persisted != nil && !foreseen && table.node(value.id) == nil {
+        load(value.id, into: table)
+      }
+      if audience.persistedTypes > 0 && !schema.isLeaf && !foreseen {
         loadMissing(in: value, schema: schema)
       }
       // NB: borrowed, not retained: the table holds the node for the whole write.
@@ -334,7 +338,7 @@ extension _MapCore {
     }
     node.s.flags.remove(.registered)
     node.s.flags.formUnion([.removed, .adopted])
-    registry.liveCount -= 1
+    registry.noteDeparture()
     publishDirectly(node, .removed, stampBefore: stamp)
   }
 

@@ -46,7 +46,7 @@ extension IdentityMap {
       _core.writeReading(
         reading: { prefetch in
           _core.want(alias: key._id, of: T.self, in: prefetch)
-          for entity in entities { _core.want(entity, in: prefetch) }
+          _core.want(entities, in: prefetch)
         },
         write: {
           _core.prepareAlias(key._id, T.self, list: true)

@@ -117,7 +117,7 @@ public final class IdentityMap: Sendable {
     _observer(
       _core.writeReading(
         reading: { prefetch in
-          for entity in entities { _core.want(entity, in: prefetch) }
+          _core.want(entities, in: prefetch)
         },
         write: {
           _core.holdForHandle(_core.storeList(entities, stamp: modifiedAt))

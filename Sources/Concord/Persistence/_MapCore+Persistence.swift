@@ -322,6 +322,7 @@ extension _MapCore {
         persistence.beginPrefetch()
         needs(prefetch)
         guard !prefetch.hasWanted else {
+          prefetch.departures = registry.departures
           wanted = prefetch
           return nil
         }
@@ -338,22 +339,55 @@ extension _MapCore {
     }
     guard let wanted else { return result.unsafelyUnwrapped }
     completePrefetch(wanted)
-    return admitting(wanted, ending: true, body)
+    return admitting(wanted, ending: true) {
+      // NB: when no entity left memory since the walk, what the walk found there still is, and
+      // what it found missing is loaded here, in its order: the body's own walk for missing
+      // entities would find nothing more, and is foreseen. Otherwise the body walks again.
+      if wanted.walkedValues && !persistence.rechecksForeseen
+        && registry.departures == wanted.departures
+      {
+        wanted.admitVisited(self)
+        persistence.foresees = true
+      }
+      let result = body()
+      persistence.foresees = false
+      return result
+    }
   }
 
   /// Asks `prefetch` for `value`'s entity of `T` and the persisted entities it nests, when
   /// memory lacks them: what a write of `value` reads (see `writeReading(reading:write:)`).
   @inlinable
   func want<T: Identifiable & Sendable>(_ value: T, in prefetch: _Prefetch) {
+    want(CollectionOfOne(value), in: prefetch)
+  }
+
+  /// Asks `prefetch` for the entities of `values` and the persisted entities they nest, when
+  /// memory lacks them: what a write of `values` reads. One walk for them all.
+  @inlinable
+  func want<C: Collection>(_ values: C, in prefetch: _Prefetch)
+  where C.Element: Identifiable & Sendable {
     prefetch.walkedValues = true
-    withTable(T.self) { table in
+    withTable(C.Element.self) { table in
       // NB: a plain entity nests nothing: what the walk would do for it, without making the
       // walk's two objects (a persisted write of a plain entity pays for nothing else here).
       guard !table.schema.isLeaf else {
-        if let persisted = table.persisted { prefetch.want(value.id, of: persisted, in: table) }
+        guard let persisted = table.persisted else { return }
+        for value in values where table.node(value.id) == nil {
+          prefetch.want(visited: value.id, of: persisted)
+        }
         return
       }
-      _MissingEntities(self, prefetch: prefetch).visit(value)
+      let missing = _MissingEntities(self, prefetch: prefetch)
+      let visitor = _NestedVisitor(missing: missing)
+      // NB: through the contiguous storage where there is one, so that each value is borrowed
+      // in place rather than copied out (a retain and a release of each of its fields).
+      let walked: Void? = values.withContiguousStorageIfAvailable { buffer in
+        for index in buffer.indices { missing.visit(buffer[index], visitor) }
+      }
+      if walked == nil {
+        for value in values { missing.visit(value, visitor) }
+      }
     }
   }
 

@@ -22,19 +22,13 @@ final class _MissingEntities {
     _NestedVisitor(missing: self).visitNested(in: value, schema: schema)
   }
 
-  /// Visits `value`, an entity, and the entities it nests, at any depth.
-  @inlinable
-  func visit<T: Identifiable & Sendable>(_ value: T) {
-    visit(value, _NestedVisitor(missing: self))
-  }
-
   /// Visits `child` and the entities it nests, at any depth: a step of `visitor`'s walk.
   @inlinable
   func visit<C: Identifiable & Sendable>(_ child: C, _ visitor: _NestedVisitor) {
     core.withTable(C.self) { table in
       if let persisted = table.persisted, table.node(child.id) == nil {
         if let prefetch {
-          prefetch.want(child.id, of: persisted, in: table)
+          prefetch.want(visited: child.id, of: persisted)
         } else {
           let id = child.id
           loads.append { core in core.loadIfMissing(C.self, id: id) }

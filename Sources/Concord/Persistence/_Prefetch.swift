@@ -35,9 +35,19 @@ final class _Prefetch: @unchecked Sendable {
     /// entity it nests): when nothing was wanted, in the exclusive section that asked, memory
     /// had them all; see `_Persistence.foresees`.
     @usableFromInline var walkedValues = false
+    /// `types`' values, in the order they were made: each one's `index`.
+    @usableFromInline var typesMade: [_AnyPrefetched] = []
+    /// For each entity the walk of `walkedValues` met that memory lacked, in the order met,
+    /// the `index` of its type; the ids are in that type's `_Prefetched.visitedMissing`.
+    @usableFromInline var visitOrder: [Int32] = []
+    /// How many entities had left the map's tables when the walk ran (`_Registry.departures`).
+    @usableFromInline var departures: UInt64 = 0
   #else
     @exclusivity(unchecked) @usableFromInline var types: [ObjectIdentifier: _AnyPrefetched] = [:]
     @exclusivity(unchecked) @usableFromInline var walkedValues = false
+    @exclusivity(unchecked) @usableFromInline var typesMade: [_AnyPrefetched] = []
+    @exclusivity(unchecked) @usableFromInline var visitOrder: [Int32] = []
+    @exclusivity(unchecked) @usableFromInline var departures: UInt64 = 0
   #endif
 
   @usableFromInline init() {}
@@ -54,7 +64,9 @@ final class _Prefetch: @unchecked Sendable {
       return unsafeDowncast(found, to: _Prefetched<T>.self)
     }
     let made = _Prefetched(persisted)
+    made.index = Int32(typesMade.count)
     types[ObjectIdentifier(T.self)] = made
+    typesMade.append(made)
     return made
   }
 
@@ -75,8 +87,42 @@ final class _Prefetch: @unchecked Sendable {
     _ id: T.ID, of persisted: _Persisted<T>, in table: _Table<T>
   ) {
     guard table.node(id) == nil else { return }
+    want(missing: id, of: persisted)
+  }
+
+  /// Under the map's lock: asks for the entity `id` of `persisted`'s type, which memory was
+  /// just found to lack.
+  @inlinable
+  func want<T: Identifiable & Sendable>(missing id: T.ID, of persisted: _Persisted<T>) {
     let typed = of(persisted)
     if typed.results[id] == nil { typed.wanted.append(id) }
+  }
+
+  /// Under the map's lock: asks for the entity `id` of `persisted`'s type, which the walk of
+  /// a value to write (`walkedValues`) just met and found memory to lack; the walk's order is
+  /// kept for `admitVisited(_:)`.
+  @inlinable
+  func want<T: Identifiable & Sendable>(visited id: T.ID, of persisted: _Persisted<T>) {
+    let typed = of(persisted)
+    typed.visitedMissing.append(id)
+    visitOrder.append(typed.index)
+    if typed.results[id] == nil { typed.wanted.append(id) }
+  }
+
+  /// In the write admitting the prefetch, before its body: loads the entities the walk met
+  /// that memory lacked, in the order it met them, as that body's own walk for missing
+  /// entities would have. Right only when no entity left memory since the walk (then every
+  /// entity the walk found is still there, and these are the only ones missing).
+  ///
+  /// - Complexity: O(the entities the walk found missing), plus their loads.
+  @usableFromInline
+  func admitVisited(_ core: _MapCore) {
+    var cursors = [Int](repeating: 0, count: typesMade.count)
+    for type in visitOrder {
+      let index = Int(type)
+      typesMade[index].admitVisited(at: cursors[index], core)
+      cursors[index] += 1
+    }
   }
 
   /// Under the map's lock: asks for the alias `name`, which names entities of `persisted`'s
@@ -132,6 +178,13 @@ class _AnyPrefetched {
   /// changes not yet applied, the entities touched since it was read), or the whole kind
   /// under the lock when the listing failed, and logs what went wrong reading it.
   func admitRestOfKind(_ core: _MapCore) {}
+
+  /// Its position among its prefetch's types (`_Prefetch.typesMade`).
+  @usableFromInline var index: Int32 = 0
+
+  /// Loads the entity the walk met `index`-th among those of this type memory lacked, unless
+  /// memory has it by now; see `_Prefetch.admitVisited(_:)`.
+  func admitVisited(at index: Int, _ core: _MapCore) {}
 }
 
 /// What a prefetch read of the persisted type `T`.
@@ -163,6 +216,9 @@ final class _Prefetched<T: Identifiable & Sendable>: _AnyPrefetched {
   @usableFromInline var wanted: [T.ID] = []
   /// Whether the whole kind is still to be read.
   @usableFromInline var wantsAll = false
+  /// The entities of `T` the walk of the values to write met that memory lacked, in the order
+  /// met; see `_Prefetch.want(visited:of:)`.
+  @usableFromInline var visitedMissing: [T.ID] = []
 
   @inlinable
   init(_ persisted: _Persisted<T>) {
@@ -172,6 +228,10 @@ final class _Prefetched<T: Identifiable & Sendable>: _AnyPrefetched {
   override var hasWanted: Bool {
     wantsAll || wantsTombstones || !wanted.isEmpty || !wantedAliases.isEmpty
       || !wantedAnswers.isEmpty
+  }
+
+  override func admitVisited(at index: Int, _ core: _MapCore) {
+    core.loadIfMissing(T.self, id: visitedMissing[index])
   }
 
   override func admitListed(_ count: Int, _ core: _MapCore) -> Bool {

@@ -19,6 +19,9 @@ struct _Registry {
   @usableFromInline var aliases: [_AliasID: _AnyNode] = [:]
   /// Registered entity nodes, all types together.
   @usableFromInline var liveCount = 0
+  /// How many entity nodes ever left their tables (removed, released, rolled back): while it
+  /// stays the same, every entity found in memory still is (see `_Prefetch.departures`).
+  @usableFromInline var departures: UInt64 = 0
   /// Queries opened in the middle of a write, started when it commits.
   @usableFromInline var pendingStarts: [() -> Void] = []
   /// The map, told to each table made. NB: unowned(unsafe), by rule 1 of `_Lifetime.swift`:
@@ -26,6 +29,13 @@ struct _Registry {
   @usableFromInline unowned(unsafe) var core: _MapCore?
 
   @usableFromInline init() {}
+
+  /// An entity node left its table.
+  @inlinable
+  mutating func noteDeparture() {
+    liveCount -= 1
+    departures &+= 1
+  }
 
   /// The table of entity type `T`, created on first use, unretained.
   @inlinable

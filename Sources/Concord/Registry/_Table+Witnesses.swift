@@ -31,7 +31,7 @@ extension _Table {
         guard let removed = table.remove(node) else { return }
         core.outbox.bury(removed)
         node.s.flags.remove(.registered)
-        core.registry.liveCount -= 1
+        core.registry.noteDeparture()
         // NB: a removal reaches the indexes with the change log; a release never does.
         if node.s.flags.contains(.purged) { table.consumers?.forget(node) }
       }
