@@ -57,6 +57,7 @@ extension _MapCore {
         + "changes for the store left after the commit")
     if let problem = persistence?.checkLayers() { check(false, problem) }
     check(persistence?.foresees != true, "a write's foresight outlived its body")
+    check(persistence?.foreseenLoads == nil, "a write's foreseen loads outlived its body")
     let tombs = registry.tables.reduce(0) { $0 + $1.queries.tombstoneCount($1) }
     check(
       tombs == tombstones.count && tombs <= tombstones.limit && tombstones.undo.isEmpty,

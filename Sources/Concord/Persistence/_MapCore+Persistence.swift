@@ -194,11 +194,17 @@ extension _MapCore {
   }
 
   /// Whether the write's prefetch found every entity its value nests in memory, in this
-  /// section (see `_Persistence.foresees`); true once at most, for the write's first store.
+  /// section, or, in a write admitting it, everything but what its walk found missing, which
+  /// this then loads (see `_Persistence.foresees`); true once at most, for the write's first
+  /// store.
   @inlinable
   func takeForesight() -> Bool {
     guard let persistence, persistence.foresees else { return false }
     persistence.foresees = false
+    if let loads = persistence.foreseenLoads {
+      persistence.foreseenLoads = nil
+      loads.admitVisited(self)
+    }
     return true
   }
 
@@ -340,17 +346,19 @@ extension _MapCore {
     guard let wanted else { return result.unsafelyUnwrapped }
     completePrefetch(wanted)
     return admitting(wanted, ending: true) {
-      // NB: when no entity left memory since the walk, what the walk found there still is, and
-      // what it found missing is loaded here, in its order: the body's own walk for missing
-      // entities would find nothing more, and is foreseen. Otherwise the body walks again.
+      // NB: when no entity left memory since the walk, what the walk found there still is:
+      // the store that takes the foresight loads what the walk found missing, in the walk's
+      // order, where its own walk for missing entities would have, and walks no more. A body
+      // that takes no foresight checks for itself. Otherwise the body walks again.
       if wanted.walkedValues && !persistence.rechecksForeseen
         && registry.departures == wanted.departures
       {
-        wanted.admitVisited(self)
         persistence.foresees = true
+        persistence.foreseenLoads = wanted
       }
       let result = body()
       persistence.foresees = false
+      persistence.foreseenLoads = nil
       return result
     }
   }

@@ -70,6 +70,10 @@ final class _Persistence: @unchecked Sendable {
     /// Taken by the first store of the body (`_MapCore.takeForesight()`), before any user code
     /// runs; cleared when the body ends.
     @usableFromInline var foresees = false
+    /// With `foresees`, in a write admitting a prefetch: the prefetch whose walk's missing
+    /// entities the store that takes the foresight loads first (`_Prefetch.admitVisited(_:)`),
+    /// where its own check would have loaded them.
+    @usableFromInline var foreseenLoads: _Prefetch?
     /// Whether writes check for missing entities even when their prefetch already did: tests
     /// run the same steps both ways.
     @usableFromInline var rechecksForeseen = false
@@ -85,6 +89,7 @@ final class _Persistence: @unchecked Sendable {
     @exclusivity(unchecked) @usableFromInline var prefetched: _Prefetch?
     @exclusivity(unchecked) @usableFromInline var touchedAny = false
     @exclusivity(unchecked) @usableFromInline var foresees = false
+    @exclusivity(unchecked) @usableFromInline var foreseenLoads: _Prefetch?
     @exclusivity(unchecked) @usableFromInline var rechecksForeseen = false
     @exclusivity(unchecked) @usableFromInline var sparePrefetch: _Prefetch?
   #endif
