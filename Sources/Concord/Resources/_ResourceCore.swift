@@ -339,7 +339,7 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
   ///
   /// NB: every way out goes through `end(_:_:)`, whose lock section also counts the run out.
   /// `nonisolated(nonsending)`: it runs where its task starts it, with no executor hop at its
-  /// start and end (two of them cost about a tenth of a fetch that answers at once).
+  /// start and end (about 60 ns of a fetch that answers at once, on `resource.answer`).
   nonisolated(nonsending) private func run(fetch id: UInt64) async {
     var attempt = 1
     var request = lock.withLock {
