@@ -154,24 +154,19 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
     // suspends, outside the cancellation handler, and may leave its outcome parked.
     let started = !effects.startFetches.isEmpty
     perform(effects, startingInline: fetcher.startsInline)
-    let outcome: _ResourceOutcome
-    if started, let parked = lock.withLock({ machine.collect(caller) }) {
-      outcome = parked
-    } else {
-      outcome = await withTaskCancellationHandler {
-        await _awaitOutcome { continuation in
-          let now = self.now
-          // NB: as in `_ResourceCore.demand(_:)`, the cancellation is read under the lock.
-          perform(
-            lock.withLock {
-              machine.suspend(caller, on: continuation, isCancelled: Task.isCancelled, at: now)
-            })
-        }
-      } onCancel: {
+    let outcome = await _outcome(
+      collect: { started ? lock.withLock { machine.collect(caller) } : nil },
+      suspend: { continuation in
+        let now = self.now
+        perform(
+          lock.withLock {
+            machine.suspend(caller, on: continuation, isCancelled: Task.isCancelled, at: now)
+          })
+      },
+      onCancel: {
         let now = self.now
         perform(lock.withLock { machine.cancelWaiter(caller, at: now) })
-      }
-    }
+      })
     // NB: `unsafeDowncast`: the machine only boxes its items (debug builds check the cast).
     return unsafeDowncast(try outcome.get(), to: _Answer<[T]>.self).value
   }

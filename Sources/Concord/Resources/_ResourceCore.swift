@@ -170,24 +170,19 @@ final class _ResourceCore<Value: Sendable>: _ResourceEntry, @unchecked Sendable 
     perform(effects, startingInline: fetcher.startsInline)
     // NB: only a caller that started the fetch looks for its outcome before suspending: one
     // that joined a fetch in flight finds it parked, the rare time it is, when it suspends.
-    if started, let outcome = lock.withLock({ machine.collect(caller) }) {
-      return value(of: try outcome.get())
-    }
-    let outcome = await withTaskCancellationHandler {
-      await _awaitOutcome { continuation in
-        // NB: the task's cancellation is read under the lock, as the handler below takes it:
-        // a cancellation either comes before (and is seen here) or finds the caller listed.
+    let outcome = await _outcome(
+      collect: { started ? lock.withLock { machine.collect(caller) } : nil },
+      suspend: { continuation in
         let now = fetcher.clock.now
         perform(
           lock.withLock {
-            machine.suspend(
-              caller, on: continuation, isCancelled: Task.isCancelled, at: now)
+            machine.suspend(caller, on: continuation, isCancelled: Task.isCancelled, at: now)
           })
-      }
-    } onCancel: {
-      let now = fetcher.clock.now
-      perform(lock.withLock { machine.cancelWaiter(caller, at: now) })
-    }
+      },
+      onCancel: {
+        let now = fetcher.clock.now
+        perform(lock.withLock { machine.cancelWaiter(caller, at: now) })
+      })
     return value(of: try outcome.get())
   }
 

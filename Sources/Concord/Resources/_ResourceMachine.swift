@@ -104,6 +104,26 @@ func _awaitOutcome(
   #endif
 }
 
+/// The outcome of a caller reserved on a fetch (see `_ResourceWaiter`): the one `collect`
+/// finds parked, if any; else the one its continuation is resumed with, once `suspend` has
+/// handed the continuation to the machine, under the caller's cancellation handler `onCancel`.
+/// One mechanism for both cores: `_ResourceCore.demand(_:)` and `_PagedCore.demand(_:)`.
+///
+/// NB: `suspend` reads the task's cancellation under the machine's lock, as `onCancel` takes
+/// it: a cancellation either comes before (and is seen there) or finds the caller listed.
+@inline(__always)
+func _outcome(
+  isolation: isolated (any Actor)? = #isolation,
+  collect: () -> _ResourceOutcome?,
+  suspend: (_ResourceContinuation) -> Void,
+  onCancel: @Sendable () -> Void
+) async -> _ResourceOutcome {
+  if let parked = collect() { return parked }
+  return await withTaskCancellationHandler(
+    operation: { await _awaitOutcome(isolation: isolation, suspend) }, onCancel: onCancel,
+    isolation: isolation)
+}
+
 /// A caller of a fetch. It is listed, reserved, when its demand is decided, under the lock,
 /// before its task suspends (`continuation` is `nil` until then): the fetch it waits for can
 /// start, and even end, before that, outside every cancellation handler (see
