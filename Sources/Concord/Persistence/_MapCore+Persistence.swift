@@ -387,15 +387,7 @@ extension _MapCore {
         return
       }
       let missing = _MissingEntities(self, prefetch: prefetch)
-      let visitor = _NestedVisitor(missing: missing)
-      // NB: through the contiguous storage where there is one, so that each value is borrowed
-      // in place rather than copied out (a retain and a release of each of its fields).
-      let walked: Void? = values.withContiguousStorageIfAvailable { buffer in
-        for index in buffer.indices { missing.visit(buffer[index], visitor) }
-      }
-      if walked == nil {
-        for value in values { missing.visit(value, visitor) }
-      }
+      withExtendedLifetime(missing) { _NestedVisitor(missing: missing).visitAll(values) }
     }
   }
 

@@ -3,16 +3,16 @@
 /// outside the lock (`_MapCore.writeReading(_:_:)`). Under the map's lock.
 @usableFromInline
 final class _MissingEntities {
-  /// NB: unowned(unsafe), by rule 7 of `_Lifetime.swift`: the walk runs within a call on the
-  /// map, which its caller holds.
-  @usableFromInline unowned(unsafe) let core: _MapCore
+  /// NB: unretained, by rule 7 of `_Lifetime.swift`: the walk runs within a call on the map,
+  /// which its caller holds; borrowed at each child without reference counting.
+  @usableFromInline let core: Unmanaged<_MapCore>
   /// Where the entities are asked for; `nil` to list loads instead.
   @usableFromInline let prefetch: _Prefetch?
   @usableFromInline var loads: [(_MapCore) -> Void] = []
 
   @inlinable
   init(_ core: _MapCore, prefetch: _Prefetch? = nil) {
-    self.core = core
+    self.core = .passUnretained(core)
     self.prefetch = prefetch
   }
 
@@ -25,16 +25,18 @@ final class _MissingEntities {
   /// Visits `child` and the entities it nests, at any depth: a step of `visitor`'s walk.
   @inlinable
   func visit<C: Identifiable & Sendable>(_ child: C, _ visitor: _NestedVisitor) {
-    core.withTable(C.self) { table in
-      if let persisted = table.persisted, table.node(child.id) == nil {
-        if let prefetch {
-          prefetch.want(visited: child.id, of: persisted)
-        } else {
-          let id = child.id
-          loads.append { core in core.loadIfMissing(C.self, id: id) }
+    core._withUnsafeGuaranteedRef { core in
+      core.withTable(C.self) { table in
+        if table.persisted != nil, table.node(child.id) == nil {
+          if let prefetch {
+            prefetch.want(visited: child.id, of: table.persisted.unsafelyUnwrapped)
+          } else {
+            let id = child.id
+            loads.append { core in core.loadIfMissing(C.self, id: id) }
+          }
         }
+        if !table.schema.isLeaf { visitor.visitNested(in: child, schema: table.schema) }
       }
-      visitor.visitNested(in: child, schema: table.schema)
     }
   }
 }
