@@ -129,7 +129,10 @@ extension _MapCore {
     check(!flags.contains(.purged), "\(name) was purged but is still reachable")
     let children = node.children
     let parents = node.parentReferences
-    check(Int(node.internalHolds) == parents.count, "\(name): internal holds ≠ parent links")
+    // NB: a buffered node keeps its slot in the release buffer where its internal holds are
+    // (`_AnyNode.bufferSlot`): it has none, and no parent.
+    let internalHolds = flags.contains(.buffered) ? 0 : Int(node.internalHolds)
+    check(internalHolds == parents.count, "\(name): internal holds ≠ parent links")
     for (index, reference) in parents.enumerated() {
       let links = reference.parent.children
       check(
@@ -162,10 +165,10 @@ extension _MapCore {
       check(!flags.contains(.removed), "\(name) is registered and removed")
       let buffered = flags.contains(.buffered)
       check(
-        node.externalHolds > 0 || node.internalHolds > 0 || buffered,
+        node.externalHolds > 0 || internalHolds > 0 || buffered,
         "\(name) is registered but nothing holds it")
       check(
-        !buffered || (node.externalHolds == 0 && node.internalHolds == 0),
+        !buffered || (node.externalHolds == 0 && parents.isEmpty),
         "\(name) is held but still in the release buffer")
     }
     if let problem = node.witness.problem(node, self) { check(false, "\(name): \(problem)") }

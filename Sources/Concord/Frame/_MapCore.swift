@@ -220,7 +220,7 @@ final class _MapCore: @unchecked Sendable {
     guard
       !journal.entries.isEmpty || !journal.stashes.isEmpty || lifetime.hasWork || !outbox.isIdle
         || audience.startsPending || audience.underLayers || !layers.deferred.isEmpty
-        || !tombstones.undo.isEmpty
+        || !tombstones.undo.isEmpty || !registry.renumbering.isEmpty
     else {
       // NB: a write published directly (see `publishesDirectly`) of a persisted type leaves
       // only its change for the store: nothing else of a commit has work to do.
@@ -263,9 +263,18 @@ final class _MapCore: @unchecked Sendable {
       let touched = registry.liveCount > 512 ? journal.entries.map { $0.node } : nil
     #endif
     journal.forget()
+    if !registry.renumbering.isEmpty { renumberTables() }
     #if CONCORD_INTERNAL_CHECKS
       _checkInvariants(around: touched)
     #endif
+  }
+
+  /// Renumbers the tables that asked to be (`_Table.scheduleRenumbering()`): after the
+  /// journal is forgotten, when no rollback can bring back a node numbered before.
+  func renumberTables() {
+    let tables = registry.renumbering
+    registry.renumbering = []
+    for table in tables { table._withUnsafeGuaranteedRef { $0.renumber() } }
   }
 
   // MARK: Publishing directly

@@ -72,7 +72,7 @@ extension _MapCore {
   ) -> [T] {
     let table = registry.table(for: T.self)
     if table.persisted != nil { loadAll(into: table) }
-    var found: [(value: T, sequence: UInt64)] = []
+    var found: [(value: T, sequence: UInt32)] = []
     table.slots.forEachNode { slot in
       slot._withUnsafeGuaranteedRef { node in
         if filter?(node.value) ?? true { found.append((node.value, node.sequence)) }

@@ -19,7 +19,9 @@ struct _QueryMember<T: Identifiable & Sendable> {
   /// external hold, and the member is in its table (or adopted while removed) as long as the
   /// query holds it.
   @usableFromInline let node: Unmanaged<_EntityNode<T>>
-  @usableFromInline let sequence: UInt64
+  /// The node's `sequence`, copied so that a binary search reads it without reaching the node;
+  /// rewritten when the table renumbers (`renumbered()`).
+  @usableFromInline let sequence: UInt32
 
   @inlinable
   init(_ node: _EntityNode<T>) {
@@ -87,7 +89,7 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
   /// retaining and releasing it at every comparison of a sort or a search.
   @inlinable @inline(__always)
   static func precedes(
-    _ first: T, _ firstSequence: UInt64, _ second: T, _ secondSequence: UInt64,
+    _ first: T, _ firstSequence: UInt32, _ second: T, _ secondSequence: UInt32,
     by areInIncreasingOrder: (@Sendable (T, T) -> Bool)?
   ) -> Bool {
     if let areInIncreasingOrder {
@@ -99,7 +101,7 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
 
   /// The same, with the query's comparator.
   @inlinable @inline(__always)
-  func precedes(_ first: T, _ firstSequence: UInt64, _ second: T, _ secondSequence: UInt64)
+  func precedes(_ first: T, _ firstSequence: UInt32, _ second: T, _ secondSequence: UInt32)
     -> Bool
   {
     Self.precedes(first, firstSequence, second, secondSequence, by: areInIncreasingOrder)
@@ -109,7 +111,7 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
   ///
   /// - Complexity: O(log *m*) comparisons.
   @inlinable
-  func insertionIndex(_ element: T, _ sequence: UInt64) -> Int {
+  func insertionIndex(_ element: T, _ sequence: UInt32) -> Int {
     let order = areInIncreasingOrder
     var low = 0
     var high = value.count
@@ -122,6 +124,12 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
       }
     }
     return low
+  }
+
+  /// Copies its members' sequence numbers again: their table renumbered them, in the same
+  /// order (`_Table.renumberNodes()`).
+  func renumbered() {
+    members = members.map { _QueryMember($0.node.takeUnretainedValue()) }
   }
 
   /// Whether `node` is a member; the first call makes the set of the members' identities.
@@ -294,6 +302,9 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
       }
       if let equality, !equality.equal(value[index], node.value) {
         return "member \(index) of \(T.self) differs from the stored value"
+      }
+      if member.sequence != node.sequence {
+        return "member \(index) of \(T.self) copies another sequence number than its node's"
       }
       if areInIncreasingOrder == nil && index > 0
         && members[index - 1].sequence >= member.sequence

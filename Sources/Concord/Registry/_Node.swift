@@ -87,9 +87,10 @@ struct _NodeState {
   /// The node's first back-reference to a parent; the others are in `extras.moreParents`.
   /// `nil` only when the node has no parent.
   @usableFromInline var firstParent: _ParentRef?
-  /// While `flags` has `.buffered`: the node's position in the release buffer's queue; see
-  /// `_ReleaseBuffer`. NB: 32 bits, in the 4 bytes `firstParent` leaves free at the end.
-  @usableFromInline var bufferSlot: UInt32 = 0
+  /// An entity's rank in its table's creation order; see `_EntityNode.sequence`. NB: 32 bits,
+  /// in the 4 bytes `firstParent` leaves free at the end, rather than 64 in the entity's node:
+  /// that made the node of a plain entity 8 bytes larger than 104, and its allocation 16.
+  @usableFromInline var sequence: UInt32 = 0
 
   @inlinable
   init(flags: _NodeFlags) {
@@ -390,16 +391,19 @@ class _Node<Value: Sendable>: _AnyNode {
 @usableFromInline
 final class _EntityNode<T: Identifiable & Sendable>: _Node<T> {
   /// The node's rank in its table's creation order: live queries without a comparator, and
-  /// ties, list their members in this order, the order they were first stored.
-  @usableFromInline let sequence: UInt64
+  /// ties, list their members in this order, the order they were first stored. Ranks are
+  /// 32 bits; once a table has handed out 2^31 of them, the next commit renumbers its nodes
+  /// from 1, in the same order (`_Table.renumberNodes()`).
+  @inlinable var sequence: UInt32 { s.sequence }
 
   /// NB: the value is consumed, moved into the node; the table is borrowed (`__shared`),
   /// sparing a retain and a release per node created.
   @inlinable
   init(value: consuming T, table: __shared _Table<T>) {
     table.lastSequence &+= 1
-    sequence = table.lastSequence
     super.init(value: value, witness: table.witness, flags: table.witness.flags)
+    s.sequence = table.lastSequence
+    if table.lastSequence == _Table<T>.renumberingSequence { table.scheduleRenumbering() }
   }
 
   /// The table of the node's type, in the node's map: its witness's (rule 1 of

@@ -22,6 +22,9 @@ struct _Registry {
   /// How many entity nodes ever left their tables (removed, released, rolled back): while it
   /// stays the same, every entity found in memory still is (see `_Prefetch.departures`).
   @usableFromInline var departures: UInt64 = 0
+  /// Tables whose nodes the commit of the current write renumbers (`_Table.renumberNodes()`).
+  /// NB: unretained: the registry keeps every table.
+  @usableFromInline var renumbering: [Unmanaged<_AnyTable>] = []
   /// Queries opened in the middle of a write, started when it commits.
   @usableFromInline var pendingStarts: [() -> Void] = []
   /// The map, told to each table made. NB: unowned(unsafe), by rule 1 of `_Lifetime.swift`:

@@ -29,6 +29,9 @@ class _AnyTable {
 
   /// Whether the table's type is persisted; for `_checkInvariants`.
   var isPersisted: Bool { queries.isPersisted(self) }
+
+  /// Renumbers the table's nodes; see `_Table.renumberNodes()`.
+  func renumber() { queries.renumber(self) }
 }
 
 /// What the map's type-erased code asks of a table (removing everything, checking invariants,
@@ -70,6 +73,8 @@ struct _TableQueries {
   /// For a persisted type, asks `prefetch` for what a restore's reload reads of it: every
   /// entity in memory, its tombstones, and, with live queries, every entity of the store.
   let wantReload: (_AnyTable, _Prefetch, _Persistence) -> Void
+  /// Renumbers the table's nodes in creation order; see `_Table.renumberNodes()`.
+  let renumber: (_AnyTable) -> Void
 
   @usableFromInline
   init(
@@ -86,7 +91,8 @@ struct _TableQueries {
     loadAggregates: @escaping (_AnyTable, _MapCore) -> Void,
     wantAggregates: @escaping (_AnyTable, _Prefetch, _Persistence) -> Void,
     reloadFromStore: @escaping (_AnyTable, _MapCore) -> Void,
-    wantReload: @escaping (_AnyTable, _Prefetch, _Persistence) -> Void
+    wantReload: @escaping (_AnyTable, _Prefetch, _Persistence) -> Void,
+    renumber: @escaping (_AnyTable) -> Void
   ) {
     self.forEachNode = forEachNode
     self.count = count
@@ -105,6 +111,7 @@ struct _TableQueries {
     self.wantAggregates = wantAggregates
     self.reloadFromStore = reloadFromStore
     self.wantReload = wantReload
+    self.renumber = renumber
   }
 
   /// The queries of `_Table<T>`.
@@ -160,7 +167,8 @@ struct _TableQueries {
         table.slots.forEachNode { typed.wanted.append($0.takeUnretainedValue().value.id) }
         typed.wantsTombstones = true
         if table.consumers?.queryNodes.isEmpty == false { typed.wantsAll = true }
-      })
+      },
+      renumber: { table($0).renumberNodes() })
   }
 }
 
@@ -192,7 +200,7 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
     /// How `T` is persisted; `nil` unless ``IdentityMap/persist(_:)`` named it.
     @usableFromInline var persisted: _Persisted<T>?
     /// The sequence number of the last node created: see `_EntityNode.sequence`.
-    @usableFromInline var lastSequence: UInt64 = 0
+    @usableFromInline var lastSequence: UInt32 = 0
     /// The witnesses of batch lists, queries and aliases of `T`, made on first use.
     @usableFromInline var witnesses = _MoreWitnesses()
     /// The stamps of removed entities of `T`; see `_Tombstones.swift`.
@@ -203,7 +211,7 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
     /// How `T` is persisted; `nil` unless ``IdentityMap/persist(_:)`` named it.
     @exclusivity(unchecked) @usableFromInline var persisted: _Persisted<T>?
     /// The sequence number of the last node created: see `_EntityNode.sequence`.
-    @exclusivity(unchecked) @usableFromInline var lastSequence: UInt64 = 0
+    @exclusivity(unchecked) @usableFromInline var lastSequence: UInt32 = 0
     /// The witnesses of batch lists, queries and aliases of `T`, made on first use.
     @exclusivity(unchecked) @usableFromInline var witnesses = _MoreWitnesses()
     @exclusivity(unchecked) @usableFromInline var tombstones = _TombstoneIndex<T.ID>()
@@ -232,6 +240,42 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
 
   /// Whether the table holds no node.
   var isEmpty: Bool { slots.count == 0 }
+
+  // MARK: Creation order
+
+  /// The sequence number at which the table asks to be renumbered: half the 32 bits, so that
+  /// the nodes created before the commit that renumbers (never 2^31 in one write) still get
+  /// ranks above every earlier one.
+  @inlinable static var renumberingSequence: UInt32 { 1 << 31 }
+
+  /// Asks the current write's commit to renumber the table (`renumberNodes()`); a node took the
+  /// sequence number `renumberingSequence`. Under the map's lock.
+  @usableFromInline
+  func scheduleRenumbering() {
+    core.unsafelyUnwrapped.registry.renumbering.append(.passUnretained(self))
+  }
+
+  /// Gives the table's nodes the sequence numbers 1 to `count`, in their creation order, and
+  /// tells its live queries, which copy them (`_QueryNode.renumbered()`). At a commit, so that
+  /// no rollback brings back a node numbered before: a node out of its table never returns to
+  /// it once its write has committed, so every node that can meet another in a query's order
+  /// is renumbered.
+  ///
+  /// - Complexity: O(*n* log *n*) for the table's *n* nodes, once every 2^31 nodes created.
+  @usableFromInline
+  func renumberNodes() {
+    var nodes: [Unmanaged<_EntityNode<T>>] = []
+    nodes.reserveCapacity(slots.count)
+    slots.forEachNode { nodes.append($0) }
+    nodes.sort { $0.takeUnretainedValue().sequence < $1.takeUnretainedValue().sequence }
+    for (offset, node) in nodes.enumerated() {
+      node._withUnsafeGuaranteedRef { $0.s.sequence = UInt32(offset + 1) }
+    }
+    lastSequence = UInt32(nodes.count)
+    for query in consumers?.queryNodes ?? [] {
+      unsafeDowncast(query, to: _QueryNode<T>.self).renumbered()
+    }
+  }
 
   /// Calls `body` with the node of `id`, borrowed; `nil` if there is none.
   @inlinable
