@@ -40,6 +40,7 @@ struct _ReleaseBuffer {
 
   /// Buffers `node`, as the most recently released.
   mutating func enter(_ node: _AnyNode) {
+    assert(node.internalHolds == 0, "a node with parents entered the release buffer")
     node.bufferSlot = UInt32(queue.count)
     queue.append(.passUnretained(node))
     count += 1
@@ -105,7 +106,9 @@ extension _AnyNode {
   /// NB: kept in the storage of `internalHolds`, which is zero while the node is buffered (no
   /// parent links it: a link takes the node out of the buffer before it adds its hold, see
   /// `_Lifetime.link`), and zero again once it is taken out. A field of its own made a plain
-  /// entity's node 8 bytes larger, and its allocation 16.
+  /// entity's node 8 bytes larger, and its allocation 16. The slot's bits are kept as they
+  /// are: a queue position of 2^31 or more reads as negative holds, which nothing reads while
+  /// the node is buffered.
   @inlinable
   var bufferSlot: UInt32 {
     get { UInt32(bitPattern: internalHolds) }

@@ -127,9 +127,15 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
   }
 
   /// Copies its members' sequence numbers again: their table renumbered them, in the same
-  /// order (`_Table.renumberNodes()`).
+  /// order (`_Table.renumberNodes()`). At a commit, after the consumers were fed: every member
+  /// is in its table then (a removed one was dropped), so every member was renumbered.
   func renumbered() {
-    members = members.map { _QueryMember($0.node.takeUnretainedValue()) }
+    members = members.map { member in
+      member.node._withUnsafeGuaranteedRef { node in
+        assert(node.s.flags.contains(.registered), "a member left its table before renumbering")
+        return _QueryMember(node)
+      }
+    }
   }
 
   /// Whether `node` is a member; the first call makes the set of the members' identities.

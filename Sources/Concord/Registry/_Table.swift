@@ -267,7 +267,11 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
     var nodes: [Unmanaged<_EntityNode<T>>] = []
     nodes.reserveCapacity(slots.count)
     slots.forEachNode { nodes.append($0) }
-    nodes.sort { $0.takeUnretainedValue().sequence < $1.takeUnretainedValue().sequence }
+    nodes.sort { first, second in
+      first._withUnsafeGuaranteedRef { first in
+        second._withUnsafeGuaranteedRef { first.sequence < $0.sequence }
+      }
+    }
     for (offset, node) in nodes.enumerated() {
       node._withUnsafeGuaranteedRef { $0.s.sequence = UInt32(offset + 1) }
     }

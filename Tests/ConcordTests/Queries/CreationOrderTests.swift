@@ -55,8 +55,8 @@ struct CreationOrderTests {
     withExtendedLifetime((early, late)) {}
   }
 
-  @Test("a rolled-back write that reached the mark leaves the renumbering to the next commit")
-  func rollbackDefersTheRenumbering() {
+  @Test("a rolled-back transaction that reached the mark renumbers after its rollback")
+  func aRollbackRenumbersAfterwards() {
     let map = IdentityMap()
     let held = map.store([Row(id: 1), Row(id: 2), Row(id: 3)])
     let all = map.query(Row.self)
@@ -68,6 +68,7 @@ struct CreationOrderTests {
     }
     #expect(all.value.map(\.id) == [1, 2, 3], "the removed row came back in its place")
     #expect(sequences(map, [1, 2, 3]) == [1, 2, 3], "renumbered once nothing could roll back")
+    #expect(map._core.registry.table(for: Row.self).lastSequence == 3)
     let next = map.store(Row(id: 5))
     #expect(all.value.map(\.id) == [1, 2, 3, 5])
     map._core._checkInvariants()
