@@ -400,12 +400,8 @@ final class _EntityNode<T: Identifiable & Sendable>: _Node<T> {
   /// sparing a retain and a release per node created.
   @inlinable
   init(value: consuming T, table: __shared _Table<T>) {
-    // NB: checked: a table renumbers long before its ranks run out (`_Table.renumberNodes()`),
-    // so an overflow would be a bug, and traps rather than wraps.
-    table.lastSequence += 1
     super.init(value: value, witness: table.witness, flags: table.witness.flags)
-    s.sequence = table.lastSequence
-    if table.lastSequence == _Table<T>.renumberingSequence { table.scheduleRenumbering() }
+    s.sequence = table.nextSequence()
   }
 
   /// The table of the node's type, in the node's map: its witness's (rule 1 of
