@@ -22,6 +22,8 @@ static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
 _Thread_local intptr_t _concord_thread_number = 0;
 
 _Thread_local const void *_concord_thread_mark = 0;
+_Thread_local const void *_concord_shared_lock = 0;
+_Thread_local intptr_t _concord_shared_depth = 0;
 
 /// Stops the program if a pthread call failed.
 static void check(int status) {

@@ -322,11 +322,13 @@ package final class ReadWriteLock: @unchecked Sendable {
   /// re-enters: waiting for a shared hold would wait for itself.
   ///
   /// A thread holding the lock shared may take it again (an id's `==` or hashing, which a
-  /// `find` runs under it, may itself call `find`): the first threads, which have a stripe of
-  /// their own, see their hold there and come in again at once, since no writer can hold the
-  /// lock before that stripe empties. A thread beyond them (see ``_StripedCounter``) shares a
-  /// stripe and cannot tell; if a writer came in between, its second hold would wait for the
-  /// writer, and the writer for its first hold.
+  /// `find` runs under it, may itself call `find`), and comes in again at once, since no writer
+  /// can hold the lock before its first hold leaves: were it to wait for a writer that came in
+  /// between, the writer would wait for its first hold. The first threads, which have a stripe
+  /// of their own (see ``_StripedCounter``), see their hold there. A thread beyond them shares
+  /// a stripe, and records the lock it holds shared, and how many times, in a thread-local: one
+  /// lock at a time, so that such a thread holding two maps' locks shared at once re-enters the
+  /// first one only.
   @inlinable
   package func lockShared() -> Bool {
     let thread = _concord_thread_index()
@@ -339,7 +341,24 @@ package final class ReadWriteLock: @unchecked Sendable {
         _concord_store_relaxed_word(counter, held &+ 1)
         return true
       }
+    } else {
+      let held = _concord_shared_depth_of(base)
+      if held > 0 {
+        _concord_add_seq_cst_word(counter, 1)
+        _concord_store_shared_hold(base, held + 1)
+        return true
+      }
+      let entered = lockShared(counting: counter, thread: thread)
+      if !_concord_holds_a_shared_lock() { _concord_store_shared_hold(base, 1) }
+      return entered
     }
+    return lockShared(counting: counter, thread: thread)
+  }
+
+  /// Takes the lock shared, counted in `counter`, the stripe of the thread numbered `thread`,
+  /// once no writer holds it; see ``lockShared()``.
+  @inlinable
+  func lockShared(counting counter: UnsafeMutablePointer<Int>, thread: Int) -> Bool {
     let bit = 1 << min(thread, _StripedCounter.stripes - 1)
     // NB: a sequentially consistent load (a plain one on x86 and ARM): seeing the bit orders
     // its setting before this reader's count, so that a writer that misses the count sees the
@@ -400,6 +419,11 @@ package final class ReadWriteLock: @unchecked Sendable {
   /// Releases a shared hold that ``lockShared()`` took, on the same thread.
   @inlinable
   package func unlockShared() {
-    leave(readers.stripe(of: _concord_thread_index()).counter)
+    let (counter, isOwn) = readers.stripe(of: _concord_thread_index())
+    if !isOwn {
+      let held = _concord_shared_depth_of(base)
+      if held > 0 { _concord_store_shared_hold(held > 1 ? base : nil, held - 1) }
+    }
+    leave(counter)
   }
 }

@@ -12,6 +12,7 @@
 #define CONCORD_ATOMICS_H
 
 #include <stdint.h>
+#include <stdbool.h>
 
 // MARK: 32-bit counters
 
@@ -161,6 +162,28 @@ static inline const void *_concord_exchange_thread_mark(const void *mark) {
   const void *outer = _concord_thread_mark;
   _concord_thread_mark = mark;
   return outer;
+}
+
+/// The lock the calling thread holds shared without a stripe of its own to count it in, or
+/// null, and how many times it holds it; see `ReadWriteLock.lockShared()`.
+extern _Thread_local const void *_concord_shared_lock;
+extern _Thread_local intptr_t _concord_shared_depth;
+
+/// How many times the calling thread holds `lock` shared, as `_concord_shared_lock` records
+/// it: 0 when that records another lock, or none.
+static inline intptr_t _concord_shared_depth_of(const void *lock) {
+  return _concord_shared_lock == lock ? _concord_shared_depth : 0;
+}
+
+/// Whether `_concord_shared_lock` records a lock the calling thread holds shared.
+static inline bool _concord_holds_a_shared_lock(void) {
+  return _concord_shared_lock != 0;
+}
+
+/// Records that the calling thread holds `lock` shared `depth` times (null and 0: none).
+static inline void _concord_store_shared_hold(const void *lock, intptr_t depth) {
+  _concord_shared_lock = lock;
+  _concord_shared_depth = depth;
 }
 
 /// Tells the processor that the calling thread spins, waiting for another.

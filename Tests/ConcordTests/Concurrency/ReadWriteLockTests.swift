@@ -58,6 +58,55 @@ struct ReadWriteLockTests {
   }
 
   @Test(
+    "A reader past the threads with a stripe of their own takes the lock shared again while a writer waits",
+    .timeLimit(.minutes(1)))
+  func sharedReentrancyOnASharedStripe() {
+    let lock = ReadWriteLock()
+    // NB: threads that keep their numbers until the end, so that a thread made after them gets
+    // one past the stripes: numbers are handed out smallest first.
+    let keep = DispatchSemaphore(value: 0)
+    var keepers = 0
+    func addKeeper() {
+      let numbered = DispatchSemaphore(value: 0)
+      Thread.detachNewThread {
+        _ = _concord_thread_index()
+        numbered.signal()
+        keep.wait()
+      }
+      numbered.wait()
+      keepers += 1
+    }
+    for _ in 0..<_StripedCounter.stripes { addKeeper() }
+    let reentered = Locked<Bool?>(nil)
+    while reentered.value == nil && keepers < 256 {
+      let done = DispatchSemaphore(value: 0)
+      Thread.detachNewThread {
+        defer { done.signal() }
+        guard !lock.readers.stripe(of: _concord_thread_index()).isOwn else { return }
+        guard lock.lockShared() else { return reentered.withValue { $0 = false } }
+        let written = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+          lock.withLock {}
+          written.signal()
+        }
+        while _concord_load_seq_cst_word(lock.word) & ReadWriteLock.held == 0 { sched_yield() }
+        // The second hold must not wait for the writer, which waits for the first.
+        let again = lock.lockShared()
+        lock.unlockShared()
+        lock.unlockShared()
+        written.wait()
+        reentered.withValue { $0 = again }
+      }
+      done.wait()
+      if reentered.value == nil { addKeeper() }
+    }
+    for _ in 0..<keepers { keep.signal() }
+    #expect(reentered.value == true, "a thread past the stripes took the lock shared twice")
+    #expect(lock.lockShared(), "nothing is left held")
+    lock.unlockShared()
+  }
+
+  @Test(
     "A writer that takes the lock again lets the reader waiting behind it in first",
     .timeLimit(.minutes(1)))
   func aWriterTakingTheLockAgainLetsTheWaitingReaderIn() {
