@@ -278,6 +278,8 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
   /// - Complexity: O(*n* log *n*) for the table's *n* nodes, once every 2^31 nodes created.
   @usableFromInline
   func renumberNodes() {
+    // NB: unretained: the table keeps each of its nodes (rule 2 of `_Lifetime.swift`), and
+    // none leaves it while they are renumbered.
     var nodes: [Unmanaged<_EntityNode<T>>] = []
     nodes.reserveCapacity(slots.count)
     slots.forEachNode { nodes.append($0) }

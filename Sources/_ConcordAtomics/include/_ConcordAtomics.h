@@ -165,7 +165,9 @@ static inline const void *_concord_exchange_thread_mark(const void *mark) {
 }
 
 /// The lock the calling thread holds shared without a stripe of its own to count it in, or
-/// null, and how many times it holds it; see `ReadWriteLock.lockShared()`.
+/// null, and how many times it holds it; see `ReadWriteLock.lockShared()`. Only compared,
+/// never followed: it is recorded while the thread holds the lock, which lives at least that
+/// long, and cleared with its last hold.
 extern _Thread_local const void *_concord_shared_lock;
 extern _Thread_local intptr_t _concord_shared_depth;
 

@@ -6,7 +6,8 @@ import Testing
 
 // A seeded model-based random test of live queries and collectors. Random writes (entities,
 // batches, aggregates nesting them, transactions, removals, dropped handles) run against a map
-// with queries and collectors opening and closing. After every step:
+// with queries and collectors opening and closing; a step moves the creation counter close to
+// the mark at which the table renumbers its nodes. After every step:
 //
 // - every open query equals a brute-force filter and sort of the entities the map stores, ties
 //   broken by the order the model saw each entity first stored;
@@ -155,7 +156,7 @@ private struct QueryModelRun {
   /// values, and the jobs it removes.
   mutating func step() -> (written: [Job], removed: Set<Int>) {
     let before = stored
-    switch Int.random(in: 0..<15, using: &random) {
+    switch Int.random(in: 0..<16, using: &random) {
     case 0, 1:
       let job = randomJob()
       log.append("store \(job)")
@@ -282,6 +283,16 @@ private struct QueryModelRun {
           transaction.remove(Job.self, id: id)
         }
         throw Thrown()
+      }
+      return ([], [])
+    case 15:
+      // NB: the next creations, in whatever write, cross the mark at which the table renumbers
+      // its nodes (`_Table.renumberNodes()`): creation order must survive it.
+      let steps = UInt32.random(in: 1...3, using: &random)
+      log.append("creation counter \(steps) short of the renumbering mark")
+      map._core.write {
+        let table = map._core.registry.table(for: Job.self)
+        table.lastSequence = max(table.lastSequence, _Table<Job>.renumberingSequence - steps)
       }
       return ([], [])
     case 14:
