@@ -77,6 +77,19 @@ final class _SharingClaim: @unchecked Sendable {
   /// The side file of `database`.
   static func path(of database: String) -> String { database + "-concord" }
 
+  /// Whether a store of this process still claims `database`'s side file. For tests: a weak
+  /// reference to a store reads `nil` once its deinit begins, before the claim is released, on
+  /// whichever thread (a map's background writer) released the store last.
+  static func isClaimed(_ database: String) -> Bool {
+    _LockFiles.lock.withLock {
+      var status = stat()
+      guard stat(path(of: database), &status) == 0,
+        let file = _LockFiles.files[_FileID(status)]
+      else { return false }
+      return file.exclusive > 0 || file.sharing > 0 || !file.slots.isEmpty
+    }
+  }
+
   /// Claims `database`'s side file in `mode`; sharing, with a slot starting at `position` and
   /// the library's `version`. Throws `.lockedByAnotherProcess` when another process (or store)
   /// holds it in the other mode, `.sharedWithOlderVersion` when a sharing process runs an

@@ -357,8 +357,11 @@ struct SharingRulesTests {
       side.map.store(SharedBook("dune", "Dune", 1))
       try side.map.flush()
       closed = side.store
+      #expect(_SharingClaim.isClaimed(directory.database))
     }
     try waitUntilReleased { closed }
+    // NB: `closed` reads nil once the store's deinit begins; its claim goes at the deinit's end.
+    try waitUntilReleased { _SharingClaim.isClaimed(directory.database) ? directory : nil }
     #expect(pragmaQuery(triggers, at: directory.database) == "6")
     #expect(changeLogCount(directory.database) > 0)
     let map = try launch(directory.database)
