@@ -164,6 +164,9 @@ where Value.ID == Int {
   private let lock = Lock(recursive: true)
   private var values: [Int: Value] = [:]
   private var callbacks: [Int: @Sendable (Value) -> Void] = [:]
+  /// The callbacks `observe(_:_:)` added, by entity and token.
+  private var observers: [Int: [Int: @Sendable (Value) -> Void]] = [:]
+  private var lastToken = 0
 
   func store(_ value: Value, callback: (@Sendable (Value) -> Void)? = nil) {
     lock.withLock {
@@ -195,6 +198,25 @@ where Value.ID == Int {
     }
     lock.unlock()
     for (value, callback) in told { callback(value) }
+  }
+
+  /// Adds `callback` to the observers of `id`; returns its token.
+  @inline(__always)
+  func observe(_ id: Int, _ callback: @escaping @Sendable (Value) -> Void) -> Int {
+    lock.lock()
+    defer { lock.unlock() }
+    lastToken += 1
+    observers[id, default: [:]][lastToken] = callback
+    return lastToken
+  }
+
+  /// Removes the observer `token` of `id`, releasing its callback after the lock.
+  @inline(__always)
+  func cancel(_ id: Int, token: Int) {
+    lock.lock()
+    let dropped = observers[id]?.removeValue(forKey: token)
+    lock.unlock()
+    withExtendedLifetime(dropped) {}
   }
 
   /// A fan-out: patches `ids` in place, under one lock.

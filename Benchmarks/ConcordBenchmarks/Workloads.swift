@@ -13,7 +13,8 @@ struct Workloads {
 
   static let names = [
     "store.insert", "store.replace", "find.hit", "find.miss", "store.batch", "store.aggregate",
-    "propagate.fanout1000", "notify.callback", "transaction.batch100", "concurrent.read90",
+    "propagate.fanout1000", "notify.callback", "observe.cancel", "transaction.batch100",
+    "concurrent.read90",
     "scale.find.1M", "memory.perEntity", "store.merge", "retention.churn", "store.refetch",
     "store.page.decoded", "query.maintain", "query.indexed.open", "collector.drain",
     "optimistic.apply+rollback", "optimistic.shadowed.write", "persist.write", "persist.page",
@@ -33,6 +34,7 @@ struct Workloads {
     case "store.aggregate": storeAggregate()
     case "propagate.fanout1000": fanOut()
     case "notify.callback": notifyCallback()
+    case "observe.cancel": observeCancel()
     case "transaction.batch100": transactionBatch()
     case "concurrent.read90": concurrentRead()
     case "scale.find.1M": scaleFind()
@@ -343,6 +345,44 @@ struct Workloads {
           }
         }
         precondition(delivered.value == rounds * 1_000, "expected one callback per write")
+        return ns / Double(rounds * 1_000)
+      })
+  }
+
+  /// Subscribing a callback to a held entity and cancelling it, per pair, against a registry
+  /// of callbacks by entity and token under a lock (the dropped callback released after it).
+  func observeCancel() -> Result {
+    let rounds = quick ? 20 : 100
+    return compare(
+      "observe.cancel",
+      map: {
+        let map = IdentityMap()
+        let handles = (0..<1_000).map { map.store(Model($0)) }
+        var subscriptions: [Subscription] = []
+        subscriptions.reserveCapacity(handles.count)
+        let ns = nanoseconds {
+          for _ in 0..<rounds {
+            for handle in handles { subscriptions.append(handle.observe { _ in }) }
+            for subscription in subscriptions { subscription.cancel() }
+            subscriptions.removeAll(keepingCapacity: true)
+          }
+        }
+        precondition(handles.allSatisfy { !$0.isRemoved }, "the handles hold their entities")
+        return ns / Double(rounds * handles.count)
+      },
+      floor: {
+        let floor = DeliveryFloor<Model>()
+        for id in 0..<1_000 { floor.store(Model(id)) }
+        var tokens: [(id: Int, token: Int)] = []
+        tokens.reserveCapacity(1_000)
+        let ns = nanoseconds {
+          for _ in 0..<rounds {
+            for id in 0..<1_000 { tokens.append((id, floor.observe(id) { _ in })) }
+            for (id, token) in tokens { floor.cancel(id, token: token) }
+            tokens.removeAll(keepingCapacity: true)
+          }
+        }
+        blackHole(tokens.count)
         return ns / Double(rounds * 1_000)
       })
   }

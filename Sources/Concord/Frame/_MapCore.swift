@@ -31,7 +31,7 @@ final class _MapCore: @unchecked Sendable {
   @usableFromInline let lock = ReadWriteLock()
   /// Guards subscribers' delivery state. Never held while calling out, never held while taking
   /// `lock`.
-  let deliveryLock = Lock()
+  @usableFromInline let deliveryLock = Lock()
 
   // NB: the parts are structs, each documented on its type. Exclusivity checks are off for them
   // in release builds only: the lock already makes every access exclusive between threads, and

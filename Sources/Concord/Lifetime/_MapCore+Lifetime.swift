@@ -215,6 +215,7 @@ extension _MapCore {
   /// whether the node is removed, and whether the calling thread is inside a write. Inside one,
   /// a subscriber that asked for the current value gets the value committed when the write
   /// ends, so that nothing uncommitted is ever delivered.
+  @usableFromInline
   func subscribe<Value>(
     to node: _Node<Value>, includingCurrentValue: Bool,
     _ make: (_ lastVersion: UInt64) -> _Subscriber<Value>
@@ -246,7 +247,7 @@ extension _MapCore {
     lock.lock()
     // NB: the dropped callback goes with the outbox, released after the outermost frame
     // unlocks: its captures' deinits are user code.
-    outbox.bury(dropped as AnyObject)
+    if let dropped { outbox.bury(dropped) }
     guard frame.depth == 0 else {
       lifetime.deferred.append(.cancel(node, subscriber))
       lock.unlock()

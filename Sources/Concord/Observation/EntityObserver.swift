@@ -49,6 +49,7 @@ public struct EntityObserver<Value: Sendable>: Sendable {
   /// The subscription holds the value alive until it is cancelled or deinitialized.
   ///
   /// - Returns: A subscription. Keep it: releasing it cancels the observation.
+  @inlinable
   public func observe(_ onChange: @escaping @Sendable (Value) -> Void) -> Subscription {
     observe(includingCurrentValue: false, onChange)
   }
@@ -69,6 +70,7 @@ public struct EntityObserver<Value: Sendable>: Sendable {
   ///   render(book)   // at once, then on every change
   /// }
   /// ```
+  @inlinable
   public func observe(
     includingCurrentValue: Bool, _ onChange: @escaping @Sendable (Value) -> Void
   ) -> Subscription {
@@ -83,7 +85,12 @@ public struct EntityObserver<Value: Sendable>: Sendable {
   /// Inside a write (a transaction body, say), the current value is not delivered at once: the
   /// subscriber gets the value committed when the write ends, so that nothing uncommitted is
   /// ever delivered.
-  private func subscribe(
+  ///
+  /// NB: inlinable, with the `observe` methods that call it, so that it is specialized where
+  /// the value's type is known: generic, its read's tuple and its subscriber's type each took
+  /// a lookup of generic metadata at every subscription.
+  @inlinable
+  func subscribe(
     includingCurrentValue: Bool, endsOnRemoval: Bool = false,
     _ make: (_ lastVersion: UInt64) -> _Subscriber<Value>,
     prepare: (Subscription) -> Void = { _ in }, onCancel: (@Sendable () -> Void)? = nil
@@ -174,6 +181,7 @@ extension EntityObserver where Value: Identifiable {
   /// ```
   ///
   /// - Returns: A subscription. Keep it: releasing it cancels the observation.
+  @inlinable
   public func observeRemoval(_ onRemove: @escaping @Sendable (Value) -> Void) -> Subscription {
     subscribe(includingCurrentValue: false, endsOnRemoval: true) {
       _Subscriber<Value>(lastVersion: $0, onValue: nil, onRemoval: onRemove)

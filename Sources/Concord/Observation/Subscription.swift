@@ -17,6 +17,7 @@ public final class Subscription: Hashable, Sendable {
   /// ``EntityObserver/observe(on:_:)``.
   private let onCancel: (@Sendable () -> Void)?
 
+  @usableFromInline
   init(
     core: _MapCore, node: _AnyNode, subscriber: _AnySubscriber,
     onCancel: (@Sendable () -> Void)? = nil

@@ -38,8 +38,11 @@ class _AnySubscriber {
 
   /// Drops the parked values and the callbacks, and returns them, so that the caller releases
   /// them after unlocking: their captures' deinits are user code. Called under the delivery lock.
+  ///
+  /// NB: an object, not `Any`: the map buries it with other objects, and `Any as AnyObject`
+  /// is a dynamic cast that cost a cancel more than the rest of it.
   @usableFromInline
-  func close() -> Any? {
+  func close() -> AnyObject? {
     isClosed = true
     return nil
   }
@@ -50,7 +53,7 @@ class _AnySubscriber {
   ///
   /// NB: dropping the callback breaks the cycle of a callback that captures its own
   /// subscription.
-  final func cancel(_ lock: Lock) -> Any?? {
+  final func cancel(_ lock: Lock) -> AnyObject?? {
     lock.lock()
     defer { lock.unlock() }
     guard !isCancelled else { return nil }
@@ -69,21 +72,21 @@ final class _Subscriber<Value: Sendable>: _AnySubscriber {
     @usableFromInline var onValue: (@Sendable (Value) -> Void)?
     @usableFromInline var onRemoval: (@Sendable (Value) -> Void)?
     /// The newest value that arrived while a delivery was running.
-    @usableFromInline var pending: Value?
+    @usableFromInline var pending: _Parked<Value>?
     /// The last value of the entity, when it was removed while a delivery was running.
-    @usableFromInline var pendingRemoval: Value?
+    @usableFromInline var pendingRemoval: _Parked<Value>?
   #else
     /// The callbacks; `nil` once closed.
     @exclusivity(unchecked) @usableFromInline var onValue: (@Sendable (Value) -> Void)?
     @exclusivity(unchecked) @usableFromInline var onRemoval: (@Sendable (Value) -> Void)?
     /// The newest value that arrived while a delivery was running.
-    @exclusivity(unchecked) @usableFromInline var pending: Value?
+    @exclusivity(unchecked) @usableFromInline var pending: _Parked<Value>?
     /// The last value of the entity, when it was removed while a delivery was running.
-    @exclusivity(unchecked) @usableFromInline var pendingRemoval: Value?
+    @exclusivity(unchecked) @usableFromInline var pendingRemoval: _Parked<Value>?
   #endif
 
   @usableFromInline
-  init(
+  required init(
     lastVersion: UInt64, onValue: (@Sendable (Value) -> Void)?,
     onRemoval: (@Sendable (Value) -> Void)? = nil
   ) {
@@ -92,15 +95,20 @@ final class _Subscriber<Value: Sendable>: _AnySubscriber {
     super.init(lastVersion: lastVersion)
   }
 
+  /// NB: what it drops moves into a closed twin, made from this subscriber's own metadata: a
+  /// box of another type cost a lookup of generic metadata at every cancel.
   @usableFromInline
-  override func close() -> Any? {
-    let dropped = (onValue, onRemoval, pending, pendingRemoval)
+  override func close() -> AnyObject? {
+    let twin = type(of: self).init(lastVersion: .max, onValue: onValue, onRemoval: onRemoval)
+    twin.isClosed = true
+    twin.pending = pending
+    twin.pendingRemoval = pendingRemoval
     isClosed = true
     onValue = nil
     onRemoval = nil
     pending = nil
     pendingRemoval = nil
-    return dropped
+    return twin
   }
 
   /// Delivers `value`, committed at `version`, unless a newer one was already accepted.
@@ -112,7 +120,7 @@ final class _Subscriber<Value: Sendable>: _AnySubscriber {
     guard let callback = onValue else { return lock.unlock() }
     if isDelivering {
       let replaced = pending
-      pending = value
+      pending = _Parked(value)
       lock.unlock()
       withExtendedLifetime(replaced) {}
       return
@@ -130,7 +138,7 @@ final class _Subscriber<Value: Sendable>: _AnySubscriber {
     lock.lock()
     guard !isClosed else { return lock.unlock() }
     if isDelivering {
-      pendingRemoval = lastValue
+      pendingRemoval = _Parked(lastValue)
       return lock.unlock()
     }
     let callback = onRemoval
@@ -148,12 +156,12 @@ final class _Subscriber<Value: Sendable>: _AnySubscriber {
       if let parked = pending, let callback = onValue {
         pending = nil
         lock.unlock()
-        callback(parked)
+        callback(parked.value)
         continue
       }
       isDelivering = false
-      guard let lastValue = pendingRemoval, !isClosed else { return lock.unlock() }
-      // NB: only here is there anything to drop: an empty `Any?` made on every delivery cost
+      guard let lastValue = pendingRemoval?.value, !isClosed else { return lock.unlock() }
+      // NB: only here is there anything to drop: closing on every delivery cost
       // a good share of it.
       let callback = onRemoval
       let dropped = close()
@@ -162,5 +170,18 @@ final class _Subscriber<Value: Sendable>: _AnySubscriber {
       withExtendedLifetime(dropped) {}
       return
     }
+  }
+}
+
+/// A value parked in a subscriber while a delivery runs, boxed: a field of type `Value?` took
+/// a lookup of `Optional<Value>`'s metadata at every subscriber's deinit (unspecialized, in
+/// this module), and one parks rarely.
+@usableFromInline
+final class _Parked<Value> {
+  @usableFromInline let value: Value
+
+  @inlinable
+  init(_ value: Value) {
+    self.value = value
   }
 }
