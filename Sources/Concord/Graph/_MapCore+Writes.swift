@@ -211,6 +211,7 @@ extension _MapCore {
   /// whether one of `others` held an entity of the page.
   ///
   /// - Complexity: O(the page's occurrences + their entities' parents).
+  @usableFromInline
   func keepNewEntities(in node: _AnyNode, besides others: Set<ObjectIdentifier>) -> (
     kept: Int, shared: Bool
   ) {
@@ -247,6 +248,7 @@ extension _MapCore {
 
   /// Empties the slot of a resource's answer let go. It never persists, so the store keeps
   /// its record.
+  @usableFromInline
   func releaseAnswer(_ node: _AnyNode) {
     guard node.witness.holdsAliasValue(node) else { return }
     emptyAlias(node)

@@ -231,6 +231,7 @@ extension _MapCore {
   }
 
   /// Adds `subscriber` to `node`: it holds the node from now on.
+  @usableFromInline
   func attach(_ subscriber: _AnySubscriber, to node: _AnyNode) {
     lifetime.unbuffer(node)
     node.extras.subscribers.append(subscriber)

@@ -53,6 +53,7 @@ class _AnySubscriber {
   ///
   /// NB: dropping the callback breaks the cycle of a callback that captures its own
   /// subscription.
+  @usableFromInline
   final func cancel(_ lock: Lock) -> AnyObject?? {
     lock.lock()
     defer { lock.unlock() }

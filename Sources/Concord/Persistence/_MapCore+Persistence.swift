@@ -695,6 +695,7 @@ extension _MapCore {
 
   /// Asks `prefetch` for the record of the paged list `name`, whose entities are `T`s, the
   /// records of its pages, and the entities they name, when `T` is persisted.
+  @usableFromInline
   func want<T: Identifiable & Sendable>(
     pagedList name: String, of _: T.Type, in prefetch: _Prefetch
   ) {
@@ -712,6 +713,7 @@ extension _MapCore {
   /// record (when its head was fetched, its cursors) and the pages, in order. The store is
   /// read outside the lock when the write admits a prefetch that asked for it
   /// (`want(pagedList:of:in:)`).
+  @usableFromInline
   func loadStoredPagedList<T: Identifiable & Sendable>(
     _: T.Type, name: String, slot: (UInt64) -> _AliasNode<[T]>
   ) -> (info: _StoredAnswerInfo, pages: [UInt64])? {
@@ -747,6 +749,7 @@ extension _MapCore {
 
   /// Lists the save of the record of the paged list `name` of `T`s (`page: nil`), or of its
   /// page `page`, naming `ids`, if `T` is persisted. In a write.
+  @usableFromInline
   func savePagedRecord<T: Identifiable & Sendable>(
     _: T.Type, name: String, page: UInt64?, ids: [T.ID], _ info: _StoredAnswerInfo
   ) {
@@ -762,7 +765,10 @@ extension _MapCore {
 
   /// Lists the deletion of the record of the page `page` of the paged list `name` of `T`s, if
   /// `T` is persisted. In a write.
-  func deletePagedRecord<T: Identifiable & Sendable>(_: T.Type, name: String, page: UInt64) {
+  @usableFromInline
+  func deletePagedRecord<T: Identifiable & Sendable>(
+    _: T.Type, name: String, page: UInt64
+  ) {
     guard audience.persistedTypes > 0, let persisted = registry.table(for: T.self).persisted
     else { return }
     let list = _AnswerRecord.pagedName(of: name, kind: persisted.kind)
@@ -772,7 +778,10 @@ extension _MapCore {
   /// Decodes `bytes`, which the map's store encoded, as a `V`; `nil` when it cannot (the
   /// failure is logged) or the map has no store. Calls the store's decoder only: call it with
   /// none of the map's locks held.
-  func decodeStored<V: Decodable>(_: V.Type, from bytes: [UInt8], what: String) -> V? {
+  @usableFromInline
+  func decodeStored<V: Decodable>(_: V.Type, from bytes: [UInt8], what: String)
+    -> V?
+  {
     guard let store = persistence?.store else { return nil }
     do {
       return try store.decode(V.self, from: bytes)

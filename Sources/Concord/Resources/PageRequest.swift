@@ -14,6 +14,7 @@
 /// }
 /// ```
 public struct PageRequest<Cursor: Codable & Sendable>: Sendable {
+  @usableFromInline
   enum _Kind: Sendable {
     case first
     case older(Cursor)
@@ -24,6 +25,8 @@ public struct PageRequest<Cursor: Codable & Sendable>: Sendable {
 
   /// Which try this is: 1 for the first, 2 for the first retry, and so on.
   public internal(set) var attempt: Int
+
+  @usableFromInline
 
   init(_ kind: _Kind, attempt: Int = 1) {
     _kind = kind

@@ -52,6 +52,7 @@ public final class PagedResource<T: Identifiable & Sendable, Cursor: Codable & S
   /// - Returns: The items, as ``state`` has them after the page landed.
   /// - Throws: The first page's last error after its retries; `CancellationError`.
   @discardableResult
+  @inlinable
   public func load() async throws -> [T] {
     try await _core.demand(.load)
   }
@@ -72,6 +73,7 @@ public final class PagedResource<T: Identifiable & Sendable, Cursor: Codable & S
   /// sets ``PagedState/error``.
   ///
   /// - Throws: The page's last error after its retries; `CancellationError`.
+  @inlinable
   public func loadOlder() async throws {
     try await _core.demand(.loadOlder)
   }
@@ -90,12 +92,14 @@ public final class PagedResource<T: Identifiable & Sendable, Cursor: Codable & S
   /// arrive without losing or duplicating an item.
   ///
   /// - Throws: The page's last error after its retries (the list stays); `CancellationError`.
+  @inlinable
   public func refresh() async throws {
     try await _core.demand(.refresh)
   }
 
   /// Makes the list stale, so that the next ``load()`` refreshes it; nothing is fetched now.
   /// Observers are told, if it was fresh. A refresh already in flight lands stale.
+  @inlinable
   public func invalidate() {
     _core.invalidate()
   }

@@ -67,10 +67,11 @@ public struct PagedState<T: Sendable>: Sendable {
 /// `PagedState`.
 @usableFromInline
 final class _PagedDetails: Sendable {
-  let fetchedAt: Date?
+  @usableFromInline let fetchedAt: Date?
   let error: (any Error)?
 
   /// The box of `fetchedAt` and `error`; `nil` when both are.
+  @usableFromInline
   init?(fetchedAt: Date?, error: (any Error)?) {
     guard fetchedAt != nil || error != nil else { return nil }
     self.fetchedAt = fetchedAt

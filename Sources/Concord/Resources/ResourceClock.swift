@@ -47,7 +47,7 @@ public struct SystemResourceClock: ResourceClock {
 
 extension Duration {
   /// The duration in seconds, as a `TimeInterval`.
-  var _seconds: TimeInterval {
+  @usableFromInline var _seconds: TimeInterval {
     let (seconds, attoseconds) = components
     return TimeInterval(seconds) + TimeInterval(attoseconds) * 1e-18
   }

@@ -42,6 +42,7 @@ public struct RetryPolicy: Sendable {
   }
 
   /// The wait before the `retry`-th retry (1 for the first), given a factor for the jitter.
+  @usableFromInline
   func delay(beforeRetry retry: Int, factor: Double) -> Duration {
     let doubling = Double(1 << min(max(retry - 1, 0), 62))
     let wait = base._seconds * doubling * (jitter ? factor : 1)
@@ -49,6 +50,7 @@ public struct RetryPolicy: Sendable {
   }
 
   /// Whether a try that failed with `error` is tried again, as try number `attempt`.
+  @usableFromInline
   func retries(_ error: any Error, attempt: Int) -> Bool {
     guard attempt < attempts, !(error is CancellationError),
       (error as? ResourceError) != .notModifiedWithoutAnswer

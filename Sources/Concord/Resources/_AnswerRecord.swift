@@ -42,24 +42,38 @@ struct _StoredAnswer<IDs: Codable>: Codable {
 }
 
 /// What a paged list's records hold besides ids: see `_AnswerRecord.swift`.
+@usableFromInline
 struct _StoredPaging: Sendable {
   /// The serial number of the next page in the chain: the first page, in the list's record;
   /// the page after it, in a page's. `nil` at the end.
-  var next: UInt64?
+  @usableFromInline var next: UInt64?
   /// In the list's record: whether older pages follow, the cursor of the page older than the
   /// last, and that of the items newer than the first.
-  var hasOlder = false
-  var older: _StoredCursor?
-  var newer: _StoredCursor?
+  @usableFromInline var hasOlder = false
+  @usableFromInline var older: _StoredCursor?
+  @usableFromInline var newer: _StoredCursor?
+
+  @inlinable
+  init(
+    next: UInt64? = nil, hasOlder: Bool = false, older: _StoredCursor? = nil,
+    newer: _StoredCursor? = nil
+  ) {
+    self.next = next
+    self.hasOlder = hasOlder
+    self.older = older
+    self.newer = newer
+  }
 }
 
 /// A cursor of a paged list, as the store had it (encoded), or as a record not yet applied
 /// holds it (the value, and how to encode it).
+@usableFromInline
 enum _StoredCursor: Sendable {
   case encoded([UInt8])
   case value(any Sendable, encode: @Sendable (any PersistentStore) throws -> [UInt8])
 
   /// The cursor `value`, to be encoded by the store.
+  @usableFromInline
   static func of<Cursor: Codable & Sendable>(_ value: Cursor) -> _StoredCursor {
     .value(value, encode: { store in try store.encode(value) })
   }

@@ -109,9 +109,16 @@ final class _AnswerSlot<Value: Sendable>: Sendable {
 /// and cursors too.
 @usableFromInline
 struct _StoredAnswerInfo: Sendable {
-  let fetchedAt: Date
-  let validator: String?
-  var paging: _StoredPaging? = nil
+  @usableFromInline let fetchedAt: Date
+  @usableFromInline let validator: String?
+  @usableFromInline var paging: _StoredPaging? = nil
+
+  @inlinable
+  init(fetchedAt: Date, validator: String?, paging: _StoredPaging? = nil) {
+    self.fetchedAt = fetchedAt
+    self.validator = validator
+    self.paging = paging
+  }
 }
 
 /// The operations on a resource's answer that need its entity type `T`, made where `T` is

@@ -4,10 +4,10 @@ import Foundation
 @usableFromInline
 struct _PagedFetcher<T: Sendable, Cursor: Codable & Sendable>: Sendable {
   @usableFromInline let clock: any ResourceClock
-  let retry: RetryPolicy
-  let load: @Sendable (PageRequest<Cursor>) async throws -> Page<T, Cursor>
+  @usableFromInline let retry: RetryPolicy
+  @usableFromInline let load: @Sendable (PageRequest<Cursor>) async throws -> Page<T, Cursor>
   /// Whether a page a caller waits for starts on the caller's thread; see `_ResourceFetcher`.
-  let startsInline: Bool
+  @usableFromInline let startsInline: Bool
 }
 
 /// One paged list: its state machine under its own lock, its pages in the map
@@ -22,27 +22,28 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
 {
   // NB: @unchecked because `machine` and `links` are only touched while holding `lock`.
 
-  let key: ResourceKey<[T]>
+  @usableFromInline let key: ResourceKey<[T]>
   @usableFromInline let fetcher: _PagedFetcher<T, Cursor>
   /// The list's pages in the map.
-  let list: _PagedList<T, Cursor>
+  @usableFromInline let list: _PagedList<T, Cursor>
   @usableFromInline let lock = Lock()
   // NB: exclusivity checks off, as on the core's parts: `lock` already makes every access
   // exclusive, and a check was a good share of reading `state`.
   @exclusivity(unchecked) @usableFromInline var machine: _PagedMachine<T>
   #if DEBUG
-    private var links = _PagedLinks()
+    @usableFromInline var links = _PagedLinks()
   #else
-    @exclusivity(unchecked) private var links = _PagedLinks()
+    @usableFromInline @exclusivity(unchecked) var links = _PagedLinks()
   #endif
   /// Guards the observers' delivery state (see `_Subscriber`); never held while calling out.
-  let deliveryLock = Lock()
+  @usableFromInline let deliveryLock = Lock()
   /// Whether the state depends on the time; see `_PagedMachine.needsClock`.
   @usableFromInline let needsClock: Bool
   /// The registry that lists the list, to be taken out of it when let go. NB: weak: the
   /// registry holds the list while it is live, and lives as long as its map.
-  private weak var registry: _ResourceRegistry?
+  @usableFromInline weak var registry: _ResourceRegistry?
 
+  @inlinable
   init(
     key: ResourceKey<[T]>, settings: _ResourceSettings, fetcher: _PagedFetcher<T, Cursor>,
     list: _PagedList<T, Cursor>, registry: _ResourceRegistry
@@ -63,6 +64,7 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
 
   /// Starts following the list's pages, and reads them. Called once, right after `init`,
   /// before anyone else sees the list.
+  @inlinable
   func open() {
     // NB: subscribed before the read, so that no change falls in between.
     let subscriptions = list.pages().map { ($0.serial, follow($0)) }
@@ -75,9 +77,11 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
       })
   }
 
+  @inlinable
   var name: String { key.name }
 
   /// Its key in the registry.
+  @inlinable
   static func registryKey(_ name: String) -> _ResourceRegistry.Key {
     _ResourceRegistry.Key(
       name: name, kind: .paged, valueType: ObjectIdentifier(_PagedCore<T, Cursor>.self))
@@ -92,6 +96,7 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
   // MARK: Reading
 
   /// How many callers wait for a fetch in flight, both ends; for tests.
+  @inlinable
   var waiters: Int {
     lock.withLock {
       (machine.fetches.head?.waiters.count ?? 0) + (machine.fetches.tail?.waiters.count ?? 0)
@@ -99,12 +104,14 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
   }
 
   /// How many loader tasks are running, a cancelled one included until it returns; for tests.
+  @inlinable
   var runningFetches: Int {
     lock.withLock { links.runningFetches }
   }
 
   /// How many outcomes wait for a caller to collect them; for tests (0 once every caller
   /// returned).
+  @inlinable
   var parkedOutcomes: Int {
     lock.withLock { machine.parked.count }
   }
@@ -131,6 +138,7 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
 
   /// `load()`, `refresh()`, `loadOlder()` or a `revalidate()`'s part.
   @discardableResult
+  @inlinable
   func demand(_ demand: _PagedDemand) async throws -> [T] {
     let now = self.now
     let (decision, effects) = lock.withLock {
@@ -171,17 +179,20 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
     return unsafeDowncast(try outcome.get(), to: _Answer<[T]>.self).value
   }
 
+  @inlinable
   func invalidate() {
     let now = self.now
     perform(lock.withLock { machine.invalidate(at: now) })
   }
 
+  @inlinable
   func revalidate() async {
     _ = try? await demand(.revalidate)
   }
 
   // MARK: Handles and observers
 
+  @inlinable
   func acquireHandle() -> Bool {
     let now = self.now
     let (acquired, effects) = lock.withLock { machine.addHandle(at: now) }
@@ -190,12 +201,14 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
   }
 
   /// A `PagedResource` handle went.
+  @inlinable
   func releaseHandle() {
     let now = self.now
     perform(lock.withLock { machine.removeHandle(at: now) })
   }
 
   /// Calls `onChange` with each new state, after the current one if asked.
+  @inlinable
   func observe(
     includingCurrentState: Bool, _ onChange: @escaping @Sendable (PagedState<T>) -> Void
   ) -> Subscription {
@@ -217,7 +230,8 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
   }
 
   /// An observer's subscription was cancelled. Idempotent.
-  private func removeObserver(_ observer: _Subscriber<PagedState<T>>) {
+  @inlinable
+  func removeObserver(_ observer: _Subscriber<PagedState<T>>) {
     let now = self.now
     let effects = lock.withLock { machine.removeObserver(observer, at: now) }
     let dropped = observer.cancel(deliveryLock)
@@ -228,14 +242,16 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
   // MARK: The map's changes
 
   /// A subscription to `page`'s slot: a change of its entities tells the list.
-  private func follow(_ page: _PageSlot<T>) -> Subscription {
+  @inlinable
+  func follow(_ page: _PageSlot<T>) -> Subscription {
     let serial = page.serial
     // NB: weak: the list holds the subscriptions (`links`), which would otherwise hold it.
     return page.slot.observe { [weak self] items in self?.pageChanged(serial, items) }
   }
 
   /// Stops following the pages `serials`.
-  private func unfollow(_ serials: [UInt64]) {
+  @inlinable
+  func unfollow(_ serials: [UInt64]) {
     guard !serials.isEmpty else { return }
     let dropped = lock.withLock { serials.compactMap { links.pages.removeValue(forKey: $0) } }
     for subscription in dropped { subscription.cancel() }
@@ -246,7 +262,8 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
   /// offered. A page that lost entities has its record saved again (a persisted type).
   ///
   /// NB: read whole, so that a write that changed several pages tells the observers once.
-  private func pageChanged(_ serial: UInt64, _ items: [T]?) {
+  @inlinable
+  func pageChanged(_ serial: UInt64, _ items: [T]?) {
     let known = lock.withLock { () -> Bool in
       guard let items, let held = machine.answer.items(ofPage: serial) else { return false }
       return _identical(held, items)
@@ -274,7 +291,8 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
   /// Does what a transition asked, in `_ResourceCore.perform(_:startingInline:)`'s order:
   /// cancels, tells the observers, starts the timers, resumes the callers, then starts the
   /// fetches (on this thread with `startingInline`); what the list let go of is released last.
-  private func perform(_ effects: consuming _PagedEffects<T>, startingInline: Bool = false) {
+  @inlinable
+  func perform(_ effects: consuming _PagedEffects<T>, startingInline: Bool = false) {
     for task in effects.cancelled { task.cancel() }
     // NB: the delivery is let go before a fetch starts, for the reason `notify` gives.
     if let delivery = effects.delivery.take() {
@@ -295,7 +313,8 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
   }
 
   /// Starts the loader's task for the fetch `id` of `end`.
-  private func startFetch(_ id: UInt64, _ end: _PagedEnd, inline: Bool) {
+  @inlinable
+  func startFetch(_ id: UInt64, _ end: _PagedEnd, inline: Bool) {
     // NB: the task holds the list until the fetch ends.
     let task = _startTask(inline: inline) { await self.run(fetch: id, end) }
     // NB: as in `_ResourceCore.startFetch(_:inline:)`, a run that already ended needs no cancel.
@@ -306,7 +325,8 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
   }
 
   /// Starts a timer's task.
-  private func startTimer(_ kind: _ResourceTimerKind, generation: UInt64, _ duration: Duration) {
+  @inlinable
+  func startTimer(_ kind: _ResourceTimerKind, generation: UInt64, _ duration: Duration) {
     // NB: weak: a timer must not keep a list its registry let go of (its map gone).
     let task = _startTimerTask(on: fetcher.clock, after: duration) { [weak self] in
       guard let self else { return }
@@ -325,7 +345,8 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
   ///
   /// NB: every way out goes through `end(_:_:)`, whose lock section also counts the run out;
   /// `nonisolated(nonsending)` as `_ResourceCore.run(fetch:)` is.
-  nonisolated(nonsending) private func run(fetch id: UInt64, _ end: _PagedEnd) async {
+  @inlinable
+  nonisolated(nonsending) func run(fetch id: UInt64, _ end: _PagedEnd) async {
     var attempt = 1
     var inFlight = lock.withLock {
       links.runningFetches += 1
@@ -363,7 +384,8 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
 
   /// Ends the run of the fetch `id`: makes `transition`, if any, in the same lock section that
   /// counts the run out, then does what it asked.
-  private func end(
+  @inlinable
+  func end(
     _ id: UInt64,
     _ transition: (inout _PagedMachine<T>) -> _PagedEffects<T> = { _ in .init() }
   ) {
@@ -376,7 +398,8 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
   }
 
   /// The fetch `id` failed for good.
-  private func fail(_ id: UInt64, _ error: any Error) {
+  @inlinable
+  func fail(_ id: UInt64, _ error: any Error) {
     let now = self.now
     end(id) { $0.fail(id, error, at: now) }
   }
@@ -384,7 +407,8 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
   /// Stores the page the fetch `id` got, in one write of the map, which follows the page it
   /// added and hands the machine its change; lets go of the pages it dropped; then tells
   /// everyone.
-  private func land(
+  @inlinable
+  func land(
     _ id: UInt64, _ fetched: (page: Page<T, Cursor>, kind: _PageKind, generation: UInt64)?
   ) {
     guard lock.withLock({ machine.beginLanding(id) }) else { return end(id) }
@@ -417,19 +441,22 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
 
   /// Nothing used the list for `keepFor`: it leaves the registry, and the map releases its
   /// pages (the store keeps a persisted list's records).
-  private func letGo() {
+  @inlinable
+  func letGo() {
     registry?.remove(self, as: Self.registryKey(name))
     close()
   }
 
   /// Drops a list made for a key that another thread listed first, before anyone saw it.
+  @inlinable
   func discard() {
     lock.withLock { machine.audience.isLetGo = true }
     close()
   }
 
   /// Stops following the pages and empties their slots.
-  private func close() {
+  @inlinable
+  func close() {
     let subscriptions = lock.withLock { () -> [Subscription] in
       links.isClosed = true
       defer { links.pages = [:] }
@@ -442,13 +469,14 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
 }
 
 /// What a paged list keeps beside its state machine, under the same lock.
-private struct _PagedLinks {
+@usableFromInline
+struct _PagedLinks {
   /// The subscriptions that tell the list when the map changes one of its pages, by page.
-  var pages: [UInt64: Subscription] = [:]
+  @usableFromInline var pages: [UInt64: Subscription] = [:]
   /// Whether the list was let go: it follows no page any more.
-  var isClosed = false
+  @usableFromInline var isClosed = false
   /// How many loader tasks are running, cancelled ones included until they return.
-  var runningFetches = 0
+  @usableFromInline var runningFetches = 0
   /// The last fetch whose run ended: see `_ResourceLinks.endedRun`.
-  var endedRun: UInt64 = 0
+  @usableFromInline var endedRun: UInt64 = 0
 }

@@ -31,6 +31,7 @@ typealias _PageSlotMaker<T: Identifiable & Sendable> =
   @Sendable (_MapCore, _AliasID) -> _AliasNode<[T]>
 
 /// Which page a request asks for, as far as its landing goes.
+@usableFromInline
 enum _PageKind: Sendable, Equatable {
   /// The first page: it replaces the list unless it shares an item with it.
   case first
@@ -41,70 +42,110 @@ enum _PageKind: Sendable, Equatable {
 }
 
 /// One page of a paged list: its slot, held.
+@usableFromInline
 struct _PageSlot<T: Identifiable & Sendable>: Sendable {
   /// Names the page's slot and its record; never reused in the list.
-  let serial: UInt64
+  @usableFromInline let serial: UInt64
   /// A handle on the slot, which holds it.
-  let slot: EntityObserver<[T]?>
+  @usableFromInline let slot: EntityObserver<[T]?>
 
   /// The slot.
+  @inlinable
   var node: _AliasNode<[T]> { unsafeDowncast(slot._handle.node, to: _AliasNode<[T]>.self) }
+
+  @inlinable
+  init(serial: UInt64, slot: EntityObserver<[T]?>) {
+    self.serial = serial
+    self.slot = slot
+  }
 }
 
 /// What a paged list is made of, under the map's lock.
+@usableFromInline
 struct _PagedBook<T: Identifiable & Sendable, Cursor: Codable & Sendable> {
   /// Its pages, the newest first, and their slots' identities (to tell a slot of the list).
-  var pages: [_PageSlot<T>] = []
-  var slots: Set<ObjectIdentifier> = []
+  @usableFromInline var pages: [_PageSlot<T>] = []
+  @usableFromInline var slots: Set<ObjectIdentifier> = []
   /// The cursors: of the items newer than the head, and of the page older than the tail;
   /// whether older pages follow.
-  var cursors = _PageCursors<Cursor>()
+  @usableFromInline var cursors = _PageCursors<Cursor>()
   /// Whether a first page landed (an empty one included).
-  var hasAnswer = false
+  @usableFromInline var hasAnswer = false
   /// When the head was fetched: the first page, or the last refresh.
-  var fetchedAt: Date?
+  @usableFromInline var fetchedAt: Date?
   /// Bumped each time the list is replaced (or emptied by `removeAll()`): an older page asked
   /// for before lands only on the list it extends.
-  var generation: UInt64 = 0
+  @usableFromInline var generation: UInt64 = 0
   /// The serial of the next page.
-  var nextSerial: UInt64 = 0
+  @usableFromInline var nextSerial: UInt64 = 0
   /// Bumped by every change of the book: see `_PagedVersion`.
-  var revision: UInt64 = 0
+  @usableFromInline var revision: UInt64 = 0
 }
 
 /// A paged list's cursors.
+@usableFromInline
 struct _PageCursors<Cursor: Codable & Sendable>: Sendable {
-  var newer: Cursor?
-  var older: Cursor?
-  var hasOlder = false
+  @usableFromInline var newer: Cursor?
+  @usableFromInline var older: Cursor?
+  @usableFromInline var hasOlder = false
+
+  @inlinable
+  init(newer: Cursor? = nil, older: Cursor? = nil, hasOlder: Bool = false) {
+    self.newer = newer
+    self.older = older
+    self.hasOlder = hasOlder
+  }
 }
 
 /// When a paged list was read: the map's delivery version, and the revision of the list's
 /// book. Both only grow, so a later read has both at least as high; a read one of whose two is
 /// lower is older (see `_PagedAnswer`).
+@usableFromInline
 struct _PagedVersion: Sendable, Equatable {
-  var delivery: UInt64 = 0
-  var book: UInt64 = 0
+  @usableFromInline var delivery: UInt64 = 0
+  @usableFromInline var book: UInt64 = 0
 
   /// Whether a list read at `self` is newer than one read at `other`.
+  @inlinable
   func isNewer(than other: _PagedVersion) -> Bool {
     delivery >= other.delivery && book >= other.book && self != other
+  }
+
+  @inlinable
+  init(delivery: UInt64 = 0, book: UInt64 = 0) {
+    self.delivery = delivery
+    self.book = book
   }
 }
 
 /// The pages of a list and their entities as of one moment: a read of the whole list.
+@usableFromInline
 struct _PagedSnapshot<T: Sendable> {
   /// Each page's serial and its slot's value: `nil` once `removeAll()` emptied it.
-  var pages: [(serial: UInt64, items: [T]?)]
-  var hasAnswer: Bool
-  var hasOlder: Bool
-  var fetchedAt: Date?
-  var version: _PagedVersion
+  @usableFromInline var pages: [(serial: UInt64, items: [T]?)]
+  @usableFromInline var hasAnswer: Bool
+  @usableFromInline var hasOlder: Bool
+  @usableFromInline var fetchedAt: Date?
+  @usableFromInline var version: _PagedVersion
+
+  @inlinable
+  init(
+    pages: [(serial: UInt64, items: [T]?)], hasAnswer: Bool, hasOlder: Bool, fetchedAt: Date? = nil,
+    version: _PagedVersion
+  ) {
+    self.pages = pages
+    self.hasAnswer = hasAnswer
+    self.hasOlder = hasOlder
+    self.fetchedAt = fetchedAt
+    self.version = version
+  }
 }
 
 /// What a landing did to the list, for its machine: the pages it added, at one end, or the
 /// pages the list now is.
+@usableFromInline
 struct _PagedChange<T: Sendable> {
+  @usableFromInline
   enum Shape {
     /// A page at the end.
     case appended(serial: UInt64, items: [T])
@@ -116,23 +157,38 @@ struct _PagedChange<T: Sendable> {
     case unchanged
   }
 
-  var shape: Shape
-  var hasAnswer: Bool
-  var hasOlder: Bool
-  var fetchedAt: Date?
-  var version: _PagedVersion
+  @usableFromInline var shape: Shape
+  @usableFromInline var hasAnswer: Bool
+  @usableFromInline var hasOlder: Bool
+  @usableFromInline var fetchedAt: Date?
+  @usableFromInline var version: _PagedVersion
+
+  @inlinable
+  init(
+    shape: Shape, hasAnswer: Bool, hasOlder: Bool, fetchedAt: Date? = nil, version: _PagedVersion
+  ) {
+    self.shape = shape
+    self.hasAnswer = hasAnswer
+    self.hasOlder = hasOlder
+    self.fetchedAt = fetchedAt
+    self.version = version
+  }
 }
 
 /// What a landing changed: the page it added, followed by `subscription`, the pages it
 /// dropped, and the slot of a page that brought nothing new; the last two to be let go after
 /// the write (their handles' release takes the map's lock).
+@usableFromInline
 struct _PageLanding<T: Identifiable & Sendable>: Sendable {
-  var added: (serial: UInt64, subscription: Subscription)?
-  var dropped: [_PageSlot<T>] = []
-  var discarded: _PageSlot<T>?
+  @usableFromInline var added: (serial: UInt64, subscription: Subscription)?
+  @usableFromInline var dropped: [_PageSlot<T>] = []
+  @usableFromInline var discarded: _PageSlot<T>?
+
+  @inlinable init() {}
 }
 
 /// A paged list in the map; see the top of this file.
+@usableFromInline
 final class _PagedList<T: Identifiable & Sendable, Cursor: Codable & Sendable>:
   @unchecked Sendable
 {
@@ -142,24 +198,25 @@ final class _PagedList<T: Identifiable & Sendable, Cursor: Codable & Sendable>:
   /// A handle on an empty slot of the list's own: it holds the map (rule 6 of
   /// `_Lifetime.swift`) for as long as the list lives, and the list's observers' subscriptions
   /// hold it.
-  let anchor: EntityObserver<[T]?>
+  @usableFromInline let anchor: EntityObserver<[T]?>
   /// The list's name, from its key.
-  let name: String
+  @usableFromInline let name: String
   /// Where the ids of its slots start: unique in the map.
-  private let slotName: String
+  @usableFromInline let slotName: String
   /// Writes a page into its slot.
-  private let write: _PageWriter<T>
+  @usableFromInline let write: _PageWriter<T>
   /// Makes a page's slot.
-  private let makeSlot: _PageSlotMaker<T>
+  @usableFromInline let makeSlot: _PageSlotMaker<T>
   // NB: exclusivity checks off in release builds, as on the core's parts: the map's lock
   // already makes every access exclusive.
   #if DEBUG
-    private var book = _PagedBook<T, Cursor>()
+    @usableFromInline var book = _PagedBook<T, Cursor>()
   #else
-    @exclusivity(unchecked) private var book = _PagedBook<T, Cursor>()
+    @usableFromInline @exclusivity(unchecked) var book = _PagedBook<T, Cursor>()
   #endif
 
-  private init(
+  @inlinable
+  init(
     anchor: EntityObserver<[T]?>, name: String, slotName: String, write: @escaping _PageWriter<T>,
     makeSlot: @escaping _PageSlotMaker<T>
   ) {
@@ -171,15 +228,18 @@ final class _PagedList<T: Identifiable & Sendable, Cursor: Codable & Sendable>:
   }
 
   /// The map.
+  @inlinable
   var map: _MapCore { anchor._handle.core }
 
   /// The id of the slot `name`.
-  private static func slotID(_ name: String) -> _AliasID {
+  @inlinable
+  static func slotID(_ name: String) -> _AliasID {
     _AliasID(valueType: ObjectIdentifier(_ResourceSlot<[T]>.self), name: name)
   }
 
   /// The id of the slot of the page `serial` of the list whose slots' ids start with `slotName`.
-  private static func pageID(_ slotName: String, _ serial: UInt64) -> _AliasID {
+  @inlinable
+  static func pageID(_ slotName: String, _ serial: UInt64) -> _AliasID {
     slotID(slotName + " page " + String(serial))
   }
 
@@ -188,6 +248,7 @@ final class _PagedList<T: Identifiable & Sendable, Cursor: Codable & Sendable>:
   /// write of the map, after reading them, and the entities they name, outside the map's
   /// lock; their cursors are decoded after it, outside the lock too. `write` writes each page
   /// into its slot, and `makeSlot` makes each slot.
+  @inlinable
   static func make(
     in map: _MapCore, name: String, slotName: String, write: @escaping _PageWriter<T>,
     makeSlot: @escaping _PageSlotMaker<T>
@@ -232,7 +293,8 @@ final class _PagedList<T: Identifiable & Sendable, Cursor: Codable & Sendable>:
 
   /// A stored cursor, decoded by the map's store when it was read from it. Outside the map's
   /// lock.
-  private func cursor(_ stored: _StoredCursor, what: String) -> Cursor? {
+  @inlinable
+  func cursor(_ stored: _StoredCursor, what: String) -> Cursor? {
     switch stored {
     case .value(let value, _): value as? Cursor
     case .encoded(let bytes): map.decodeStored(Cursor.self, from: bytes, what: what)
@@ -244,6 +306,7 @@ final class _PagedList<T: Identifiable & Sendable, Cursor: Codable & Sendable>:
   /// The pages and their entities now, with the version of the read.
   ///
   /// - Complexity: O(pages): each page's value is read, none of its entities copied.
+  @inlinable
   func snapshot() -> _PagedSnapshot<T> {
     let map = map
     return map.readOnly {
@@ -255,12 +318,14 @@ final class _PagedList<T: Identifiable & Sendable, Cursor: Codable & Sendable>:
   }
 
   /// The list's pages now, in order.
+  @inlinable
   func pages() -> [_PageSlot<T>] {
     map.readOnly { book.pages }
   }
 
   /// What try `attempt` of a fetch of `end` asks, and the list's generation then; `nil` for
   /// an older page when the list has none to ask for.
+  @inlinable
   func request(_ end: _PagedEnd, attempt: Int) -> (
     request: PageRequest<Cursor>, kind: _PageKind, generation: UInt64
   )? {
@@ -284,7 +349,8 @@ final class _PagedList<T: Identifiable & Sendable, Cursor: Codable & Sendable>:
   ///
   /// NB: asked of the slot's witness, which reads the value in specialized code, rather than
   /// by copying `[T]?` out here, in generic code.
-  private var isEmptied: Bool {
+  @inlinable
+  var isEmptied: Bool {
     guard let first = book.pages.first?.node else { return false }
     return !first.witness.holdsAliasValue(first)
   }
@@ -302,6 +368,7 @@ final class _PagedList<T: Identifiable & Sendable, Cursor: Codable & Sendable>:
   ///
   /// - Complexity: O(the page's entities), whatever the list's length; O(the list) when it
   ///   replaces the list, whose entities it lets go, or puts a page on top.
+  @inlinable
   func land(
     _ page: Page<T, Cursor>, as kind: _PageKind, generation: UInt64, fetchedAt now: Date,
     follow: (_PageSlot<T>) -> Subscription, apply: (_PagedChange<T>) -> Void
@@ -376,7 +443,8 @@ final class _PagedList<T: Identifiable & Sendable, Cursor: Codable & Sendable>:
   /// Lists the saves of the records a landing of `shape` changed (the list's, the new page's
   /// and the one before it in the chain, the old `tail` for a page appended) and the deletions
   /// of those of the pages it dropped. In a write.
-  private func saveRecords(
+  @inlinable
+  func saveRecords(
     _ shape: _PagedChange<T>.Shape, tail: _PageSlot<T>?, dropped: [_PageSlot<T>], now: Date
   ) {
     let map = map
@@ -403,7 +471,8 @@ final class _PagedList<T: Identifiable & Sendable, Cursor: Codable & Sendable>:
 
   /// Lists the save of the record of `page`: the ids its slot holds, and the page after it.
   /// In a write.
-  private func savePageRecord(_ page: _PageSlot<T>, next: UInt64?, now: Date) {
+  @inlinable
+  func savePageRecord(_ page: _PageSlot<T>, next: UInt64?, now: Date) {
     map.savePagedRecord(
       T.self, name: name, page: page.serial, ids: page.node.value?.map { $0.id } ?? [],
       _StoredAnswerInfo(fetchedAt: now, validator: nil, paging: _StoredPaging(next: next)))
@@ -414,6 +483,7 @@ final class _PagedList<T: Identifiable & Sendable, Cursor: Codable & Sendable>:
   /// again should it be stored anew.
   ///
   /// - Complexity: O(the list's pages + the entities of those pages).
+  @inlinable
   func saveShrunkPages(_ serials: Set<UInt64>, now: Date) {
     let map = map
     guard map.persistsTypes else { return }
@@ -429,6 +499,7 @@ final class _PagedList<T: Identifiable & Sendable, Cursor: Codable & Sendable>:
 
   /// Empties every slot of the list, releasing what only they held, and returns the handles
   /// on them, to be dropped after the write. The store keeps the records of a persisted list.
+  @inlinable
   func release() -> [_PageSlot<T>] {
     let map = map
     return map.write {
@@ -443,6 +514,7 @@ final class _PagedList<T: Identifiable & Sendable, Cursor: Codable & Sendable>:
 
   /// A subscription that keeps an observer of the list: it holds the list's own slot, and
   /// calls `onCancel` when cancelled (see `_AnswerSlot.subscription(onCancel:)`).
+  @inlinable
   func subscription(onCancel: @escaping @Sendable () -> Void) -> Subscription {
     let map = map
     let node = anchor._handle.node

@@ -17,6 +17,7 @@ import Foundation
 //   page in flight. The age of the list is its head's: an older page does not make it fresh.
 
 /// Which end of a paged list a fetch extends.
+@usableFromInline
 enum _PagedEnd: Sendable {
   /// The first page, or a refresh.
   case head
@@ -30,19 +31,20 @@ struct _PagedAnswer<T: Sendable> {
   /// The pages' entities, concatenated: the list's items.
   @usableFromInline var items: [T] = []
   /// Each page's serial, and its slot's value at the last read, in order.
-  var pages: [(serial: UInt64, items: [T])] = []
+  @usableFromInline var pages: [(serial: UInt64, items: [T])] = []
   /// Where each page is in `pages`.
-  var positions: [UInt64: Int] = [:]
+  @usableFromInline var positions: [UInt64: Int] = [:]
   /// Whether a first page landed, and the slots are not emptied.
   @usableFromInline var hasAnswer = false
   @usableFromInline var hasOlder = false
   @usableFromInline var fetchedAt: Date?
   /// When the list was read.
-  var version = _PagedVersion()
+  @usableFromInline var version = _PagedVersion()
   /// Whether `invalidate()` was called since the head was fetched.
   @usableFromInline var invalidated = false
 
   /// The value of the page `serial` at the last read, if the list has it.
+  @inlinable
   func items(ofPage serial: UInt64) -> [T]? {
     positions[serial].map { pages[$0].items }
   }
@@ -51,6 +53,7 @@ struct _PagedAnswer<T: Sendable> {
   ///
   /// - Complexity: O(the page's entities) for a page appended; O(the list) for a page on top
   ///   or a list replaced.
+  @inlinable
   mutating func apply(_ change: _PagedChange<T>) -> [[T]] {
     version = change.version
     hasAnswer = change.hasAnswer
@@ -85,6 +88,7 @@ struct _PagedAnswer<T: Sendable> {
   ///
   /// - Complexity: O(pages + the entities of the pages that changed), plus those of the pages
   ///   after the first one added or dropped in front of others.
+  @inlinable
   mutating func take(_ snapshot: _PagedSnapshot<T>) -> (taken: Bool, released: [[T]]) {
     guard snapshot.version.isNewer(than: version) else { return (false, []) }
     version = snapshot.version
@@ -130,7 +134,8 @@ struct _PagedAnswer<T: Sendable> {
   }
 
   /// Lists where each page is again.
-  private mutating func reindex() {
+  @inlinable
+  mutating func reindex() {
     positions = Dictionary(
       uniqueKeysWithValues: pages.enumerated().lazy.map { ($1.serial, $0) })
   }
@@ -142,12 +147,14 @@ struct _PagedFetches {
   @usableFromInline var head: _ResourceFetch?
   @usableFromInline var tail: _ResourceFetch?
 
+  @inlinable
   subscript(end: _PagedEnd) -> _ResourceFetch? {
     get { end == .head ? head : tail }
     set { if end == .head { head = newValue } else { tail = newValue } }
   }
 
   /// The end whose fetch is `id`, if it is in flight.
+  @inlinable
   func end(of id: UInt64) -> _PagedEnd? {
     if head?.id == id { return .head }
     if tail?.id == id { return .tail }
@@ -155,10 +162,12 @@ struct _PagedFetches {
   }
 
   /// Whether a fetch is writing its page.
+  @inlinable
   var isLanding: Bool { head?.landing == true || tail?.landing == true }
 }
 
 /// What a caller asks of a paged list.
+@usableFromInline
 enum _PagedDemand {
   /// `load()`: cacheFirst.
   case load
@@ -171,6 +180,7 @@ enum _PagedDemand {
 }
 
 /// What a demand of a paged list gets at once; see `_ResourceDecision`.
+@usableFromInline
 enum _PagedDecision<T: Sendable> {
   case answer([T])
   case fail(any Error)
@@ -182,50 +192,56 @@ enum _PagedDecision<T: Sendable> {
 
 /// What a transition of a paged list leaves to do once its lock is released; see
 /// `_ResourceEffects`.
+@usableFromInline
 struct _PagedEffects<T: Sendable> {
-  var cancelled: [Task<Void, Never>] = []
+  @inlinable init() {}
+
+  @usableFromInline var cancelled: [Task<Void, Never>] = []
   /// The fetches to start: which end, and its id.
-  var startFetches: [(end: _PagedEnd, id: UInt64)] = []
-  var timers: [(kind: _ResourceTimerKind, generation: UInt64, duration: Duration)] = []
+  @usableFromInline var startFetches: [(end: _PagedEnd, id: UInt64)] = []
+  @usableFromInline var timers:
+    [(kind: _ResourceTimerKind, generation: UInt64, duration: Duration)] = []
   /// Callers to resume, each with its outcome: the items boxed (an `_Answer<[T]>`), or an
   /// error. The waiters are the resources' (`_ResourceWaiter`), which wait for a boxed answer.
-  var resumed: [(_ResourceContinuation, _ResourceOutcome)] = []
+  @usableFromInline var resumed: [(_ResourceContinuation, _ResourceOutcome)] = []
   /// A new state for the observers `to`, each a `_Subscriber<PagedState<T>>`.
-  var delivery: (state: PagedState<T>, version: UInt64, to: [_AnySubscriber])?
-  var letGo = false
+  @usableFromInline var delivery: (state: PagedState<T>, version: UInt64, to: [_AnySubscriber])?
+  @usableFromInline var letGo = false
   /// What the list let go of, released after the lock (its entities' deinits are user code).
-  var released: [[T]] = []
+  @usableFromInline var released: [[T]] = []
 }
 
 /// A paged list's state; see the top of this file.
 @usableFromInline
 struct _PagedMachine<T: Sendable> {
-  let settings: _ResourceSettings
+  @usableFromInline let settings: _ResourceSettings
   /// `settings.staleAfter`, in seconds.
   @usableFromInline let staleAfter: Double
   @usableFromInline var answer = _PagedAnswer<T>()
   @usableFromInline var fetches = _PagedFetches()
   /// The last fetch's error.
-  var error: (any Error)? {
+  @usableFromInline var error: (any Error)? {
     didSet { details = _PagedDetails(fetchedAt: answer.fetchedAt, error: error) }
   }
   /// The list's `fetchedAt` and `error`, boxed for its states; see `PagedState`.
   @usableFromInline var details: _PagedDetails?
-  var audience = _ResourceAudience()
-  var timers = _ResourceTimers()
+  @usableFromInline var audience = _ResourceAudience()
+  @usableFromInline var timers = _ResourceTimers()
   /// The version of the newest state handed to observers.
-  var version: UInt64 = 1
+  @usableFromInline var version: UInt64 = 1
   /// The last id handed out, to fetches, waiters and timers alike.
-  var serial: UInt64 = 0
+  @usableFromInline var serial: UInt64 = 0
   /// What callers whose fetch ended before they suspended get when they collect.
-  var parked = _ParkedOutcomes()
+  @usableFromInline var parked = _ParkedOutcomes()
 
+  @inlinable
   init(settings: _ResourceSettings) {
     self.settings = settings
     staleAfter = settings.staleAfter._seconds
   }
 
   /// A new id.
+  @inlinable
   mutating func nextID() -> UInt64 {
     serial += 1
     return serial
@@ -247,6 +263,7 @@ struct _PagedMachine<T: Sendable> {
   }
 
   /// Whether the state depends on the time: the list is fresh unless it is old enough.
+  @inlinable
   var needsClock: Bool { staleAfter > 0 }
 
   /// The state at `now`.
@@ -259,6 +276,7 @@ struct _PagedMachine<T: Sendable> {
   }
 
   /// What a demand gets from the list as it is.
+  @usableFromInline
   enum _Verdict {
     /// The items, and whether a background refresh follows.
     case answer([T], refreshing: Bool)
@@ -268,6 +286,7 @@ struct _PagedMachine<T: Sendable> {
   }
 
   /// What `demand` gets from the list as it is, before any fetch.
+  @inlinable
   mutating func decide(_ demand: _PagedDemand, at now: Date?) -> _Verdict {
     switch demand {
     case .refresh:
@@ -292,6 +311,7 @@ struct _PagedMachine<T: Sendable> {
   /// `demand` from a caller: an answer at once (starting a background refresh if the list is
   /// stale), or `.wait`, with the caller reserved on the fetch of its end in flight, which is
   /// started if there is none; see `_ResourceMachine.begin(_:at:isCancelled:)`.
+  @inlinable
   mutating func begin(_ demand: _PagedDemand, at now: Date?, isCancelled: Bool)
     -> (_PagedDecision<T>, _PagedEffects<T>)
   {
@@ -312,12 +332,14 @@ struct _PagedMachine<T: Sendable> {
   }
 
   /// The outcome of the reserved `caller`, if its fetch already ended.
+  @inlinable
   mutating func collect(_ caller: UInt64) -> _ResourceOutcome? {
     parked.take(caller)
   }
 
   /// The reserved `caller`'s task suspends on `continuation`; see
   /// `_ResourceMachine.suspend(_:on:isCancelled:at:)`.
+  @inlinable
   mutating func suspend(
     _ caller: UInt64, on continuation: _ResourceContinuation, isCancelled: Bool, at now: Date?
   ) -> _PagedEffects<T> {
@@ -335,6 +357,7 @@ struct _PagedMachine<T: Sendable> {
 
   /// The caller `id` was cancelled: it gets `CancellationError` (resumed, or parked while it
   /// is reserved), and its fetch is cancelled if that abandons it.
+  @inlinable
   mutating func cancelWaiter(_ id: UInt64, at now: Date?) -> _PagedEffects<T> {
     var effects = _PagedEffects<T>()
     for end in [_PagedEnd.head, .tail] {
@@ -351,6 +374,7 @@ struct _PagedMachine<T: Sendable> {
   }
 
   /// Starts a fetch of `end` unless one is in flight.
+  @inlinable
   mutating func ensureFetch(
     _ end: _PagedEnd, background: Bool, at now: Date?, _ effects: inout _PagedEffects<T>
   ) {
@@ -366,6 +390,7 @@ struct _PagedMachine<T: Sendable> {
 
   /// Cancels the fetch of `end` when every caller that waited for it was cancelled, nobody
   /// observes the list, nothing else depends on it, and it is not landing yet.
+  @inlinable
   mutating func cancelIfAbandoned(
     _ end: _PagedEnd, at now: Date?, _ effects: inout _PagedEffects<T>
   ) {
@@ -381,6 +406,7 @@ struct _PagedMachine<T: Sendable> {
   // MARK: The fetch
 
   /// Records the task of the fetch `id`; returns `false` when it is no longer in flight.
+  @inlinable
   mutating func attach(_ task: Task<Void, Never>, toFetch id: UInt64) -> Bool {
     guard let end = fetches.end(of: id) else { return false }
     fetches[end]!.task = task
@@ -388,10 +414,12 @@ struct _PagedMachine<T: Sendable> {
   }
 
   /// The end of the fetch `id`, if it is still in flight.
+  @inlinable
   func isInFlight(_ id: UInt64) -> _PagedEnd? { fetches.end(of: id) }
 
   /// The fetch `id` got a page: it can no longer be cancelled. Returns `false` when it is no
   /// longer in flight (cancelled): then its page is dropped.
+  @inlinable
   mutating func beginLanding(_ id: UInt64) -> Bool {
     guard let end = fetches.end(of: id) else { return false }
     fetches[end]!.landing = true
@@ -399,6 +427,7 @@ struct _PagedMachine<T: Sendable> {
   }
 
   /// The fetch `id` wrote its page (its change already applied), or had none to ask for.
+  @inlinable
   mutating func land(_ id: UInt64, at now: Date?) -> _PagedEffects<T> {
     var effects = _PagedEffects<T>()
     guard let end = fetches.end(of: id), let fetch = fetches[end] else { return effects }
@@ -408,6 +437,7 @@ struct _PagedMachine<T: Sendable> {
   }
 
   /// The fetch `id` failed with `error`, after its retries: the list stays as it was.
+  @inlinable
   mutating func fail(_ id: UInt64, _ error: any Error, at now: Date?) -> _PagedEffects<T> {
     var effects = _PagedEffects<T>()
     guard let end = fetches.end(of: id) else { return effects }
@@ -417,7 +447,8 @@ struct _PagedMachine<T: Sendable> {
 
   /// Ends the fetch of `end`: its callers get the items (or `error`), the observers one new
   /// state.
-  private mutating func finish(
+  @inlinable
+  mutating func finish(
     _ end: _PagedEnd, error: (any Error)?, at now: Date?, _ effects: inout _PagedEffects<T>
   ) {
     guard let fetch = fetches[end] else { return }
@@ -439,19 +470,22 @@ struct _PagedMachine<T: Sendable> {
 
   /// A landing changed the list: see `_PagedAnswer.apply(_:)`. Returns what the list let go
   /// of, to be released once no lock is held.
+  @inlinable
   mutating func apply(_ change: _PagedChange<T>) -> [[T]] {
     defer { noteFetchedAt() }
     return answer.apply(change)
   }
 
   /// Boxes the list's `fetchedAt` again for its states, if it changed.
-  private mutating func noteFetchedAt() {
+  @inlinable
+  mutating func noteFetchedAt() {
     guard details?.fetchedAt != answer.fetchedAt else { return }
     details = _PagedDetails(fetchedAt: answer.fetchedAt, error: error)
   }
 
   /// The map changed the list (an entity in it written or removed by anyone), and showed it
   /// as `snapshot`. While a fetch lands, its own notification tells the observers.
+  @inlinable
   mutating func offer(_ snapshot: _PagedSnapshot<T>, at now: Date?) -> _PagedEffects<T> {
     var effects = _PagedEffects<T>()
     let (taken, released) = answer.take(snapshot)
@@ -465,6 +499,7 @@ struct _PagedMachine<T: Sendable> {
 
   /// `invalidate()`: the list is stale from now on, until a refresh that starts after this
   /// lands.
+  @inlinable
   mutating func invalidate(at now: Date?) -> _PagedEffects<T> {
     var effects = _PagedEffects<T>()
     guard !audience.isLetGo else { return effects }
@@ -479,6 +514,7 @@ struct _PagedMachine<T: Sendable> {
   // MARK: Audience
 
   /// Adds an observer. Returns the state and version to deliver first.
+  @inlinable
   mutating func addObserver(_ observer: _Subscriber<PagedState<T>>, at now: Date?)
     -> (state: PagedState<T>, version: UInt64, effects: _PagedEffects<T>)
   {
@@ -489,6 +525,7 @@ struct _PagedMachine<T: Sendable> {
   }
 
   /// Removes an observer, which may abandon a fetch and start the keep timer.
+  @inlinable
   mutating func removeObserver(_ observer: _AnySubscriber, at now: Date?) -> _PagedEffects<T> {
     var effects = _PagedEffects<T>()
     guard let index = audience.observers.firstIndex(where: { $0 === observer }) else {
@@ -502,6 +539,7 @@ struct _PagedMachine<T: Sendable> {
   }
 
   /// A new `PagedResource` handle; `false` once the list is let go.
+  @inlinable
   mutating func addHandle(at now: Date?) -> (Bool, _PagedEffects<T>) {
     var effects = _PagedEffects<T>()
     guard !audience.isLetGo else { return (false, effects) }
@@ -511,6 +549,7 @@ struct _PagedMachine<T: Sendable> {
   }
 
   /// A `PagedResource` handle went.
+  @inlinable
   mutating func removeHandle(at now: Date?) -> _PagedEffects<T> {
     var effects = _PagedEffects<T>()
     audience.handles -= 1
@@ -521,6 +560,7 @@ struct _PagedMachine<T: Sendable> {
   // MARK: Timers
 
   /// Records the task of a timer; returns `false` when that timer was superseded.
+  @inlinable
   mutating func attach(
     _ task: Task<Void, Never>, toTimer kind: _ResourceTimerKind, generation: UInt64
   ) -> Bool {
@@ -536,6 +576,7 @@ struct _PagedMachine<T: Sendable> {
   }
 
   /// A timer woke up.
+  @inlinable
   mutating func timerFired(_ kind: _ResourceTimerKind, generation: UInt64, at now: Date?)
     -> _PagedEffects<T>
   {
@@ -558,6 +599,7 @@ struct _PagedMachine<T: Sendable> {
   }
 
   /// Whether nothing depends on the list: no handle, no observer, no fetch in flight.
+  @inlinable
   var isUnused: Bool {
     audience.handles == 0 && audience.observers.isEmpty && fetches.head == nil
       && fetches.tail == nil
@@ -565,6 +607,7 @@ struct _PagedMachine<T: Sendable> {
 
   /// Brings the timers in line with the state: a stale timer while an observed list is
   /// fresh, a keep timer while nothing uses the list.
+  @inlinable
   mutating func settle(at now: Date?, _ effects: inout _PagedEffects<T>) {
     var staleDeadline: Date?
     if !audience.observers.isEmpty, !audience.isLetGo, !isStale(at: now), let now,
@@ -590,7 +633,8 @@ struct _PagedMachine<T: Sendable> {
   }
 
   /// Cancels the stale timer, and starts one for `deadline`, `wait` seconds from now, if any.
-  private mutating func replaceStaleTimer(
+  @inlinable
+  mutating func replaceStaleTimer(
     _ deadline: Date?, wait: Double, _ effects: inout _PagedEffects<T>
   ) {
     if let task = timers.stale?.task { effects.cancelled.append(task) }
@@ -602,6 +646,7 @@ struct _PagedMachine<T: Sendable> {
   }
 
   /// The state changed: one new version for the observers.
+  @inlinable
   mutating func notify(at now: Date?, _ effects: inout _PagedEffects<T>) {
     version += 1
     // NB: no state without observers: a state held by the effects while a fetch starts (at

@@ -2,6 +2,7 @@ import Foundation
 import _ConcordAtomics
 
 /// What the map's registry of resources asks of each, whatever its value type or kind.
+@usableFromInline
 protocol _ResourceEntry: AnyObject, Sendable {
   /// The name of its key.
   var name: String { get }
@@ -462,6 +463,7 @@ private struct _ResourceLinks {
 
 /// Starts `operation` in a new task: with `inline`, at once on the calling thread until its
 /// first suspension (`Task.immediate`), else enqueued as `Task.init` does.
+@usableFromInline
 func _startTask(
   inline: Bool, _ operation: sending @escaping @isolated(any) () async -> Void
 ) -> Task<Void, Never> {
@@ -476,6 +478,7 @@ func _startTask(
 ///
 /// NB: the deadline is read now, not when the task first runs: a task that runs late (after
 /// its starter returned at once, and the clock moved) still wakes when it was due.
+@usableFromInline
 func _startTimerTask(
   on clock: any ResourceClock, after duration: Duration, _ fired: @escaping @Sendable () -> Void
 ) -> Task<Void, Never> {

@@ -30,9 +30,9 @@ import Foundation
 struct _ResourceSettings: Sendable {
   let policy: FetchPolicy
   /// Never negative.
-  let staleAfter: Duration
+  @usableFromInline let staleAfter: Duration
   /// Never negative.
-  let keepFor: Duration
+  @usableFromInline let keepFor: Duration
 
   @usableFromInline
   init(policy: FetchPolicy, staleAfter: Duration, keepFor: Duration) {
@@ -44,7 +44,8 @@ struct _ResourceSettings: Sendable {
 
 /// A resource's answer, boxed (an `_Answer<Value>` of the resource's `Value`), so that the
 /// machine holds it without knowing its type.
-@usableFromInline typealias _AnyAnswer = AnyObject & Sendable
+@usableFromInline
+typealias _AnyAnswer = AnyObject & Sendable
 
 /// One value of a resource's answer, as read from the map, in a box the machine holds.
 @usableFromInline
@@ -65,6 +66,7 @@ final class _Answer<Value: Sendable>: Sendable {
 }
 
 /// What a waiting caller is resumed with: the answer, or an error.
+@usableFromInline
 typealias _ResourceOutcome = Result<_AnyAnswer, any Error>
 
 /// The answer a resource holds, as last read from the map, and what it knows about it.
@@ -87,8 +89,10 @@ struct _ResourceAnswer {
 /// object, allocated and freed on every wait, costs as much as a lock section. The machines
 /// resume each waiter exactly once: a waiter leaves `waiters` as it is resumed.
 #if DEBUG
+  @usableFromInline
   typealias _ResourceContinuation = CheckedContinuation<_ResourceOutcome, Never>
 #else
+  @usableFromInline
   typealias _ResourceContinuation = UnsafeContinuation<_ResourceOutcome, Never>
 #endif
 
@@ -112,6 +116,7 @@ func _awaitOutcome(
 /// NB: `suspend` reads the task's cancellation under the machine's lock, as `onCancel` takes
 /// it: a cancellation either comes before (and is seen there) or finds the caller listed.
 @inline(__always)
+@usableFromInline
 func _outcome(
   isolation: isolated (any Actor)? = #isolation,
   collect: () -> _ResourceOutcome?,
@@ -128,26 +133,30 @@ func _outcome(
 /// before its task suspends (`continuation` is `nil` until then): the fetch it waits for can
 /// start, and even end, before that, outside every cancellation handler (see
 /// `_ResourceCore.demand(_:)`).
+@usableFromInline
 struct _ResourceWaiter {
   let id: UInt64
-  var continuation: _ResourceContinuation?
+  @usableFromInline var continuation: _ResourceContinuation?
 }
 
 /// The outcomes of fetches that ended while a caller of theirs was still reserved, each kept
 /// until that caller collects it. Usually empty: a caller collects its outcome right after the
 /// fetch it started on its own thread returns.
+@usableFromInline
 struct _ParkedOutcomes {
   private var entries: [(caller: UInt64, outcome: _ResourceOutcome)] = []
 
   /// How many outcomes are kept.
-  var count: Int { entries.count }
+  @usableFromInline var count: Int { entries.count }
 
   /// Keeps `outcome` for the reserved caller `caller`.
+  @usableFromInline
   mutating func park(_ outcome: _ResourceOutcome, for caller: UInt64) {
     entries.append((caller, outcome))
   }
 
   /// The outcome kept for `caller`, taken out; `nil` if none is.
+  @usableFromInline
   mutating func take(_ caller: UInt64) -> _ResourceOutcome? {
     guard !entries.isEmpty, let index = entries.firstIndex(where: { $0.caller == caller }) else {
       return nil
@@ -159,21 +168,35 @@ struct _ParkedOutcomes {
 /// The fetch in flight.
 @usableFromInline
 struct _ResourceFetch {
-  let id: UInt64
-  var waiters: [_ResourceWaiter] = []
+  @usableFromInline let id: UInt64
+  @usableFromInline var waiters: [_ResourceWaiter] = []
   /// Whether something that cannot be cancelled depends on it: a background refresh
   /// (stale-while-revalidate, cacheThenNetwork).
-  var background: Bool
+  @usableFromInline var background: Bool
   /// Whether a waiting caller was cancelled: once none waits, and nobody observes, the fetch
   /// is cancelled.
-  var abandoned = false
+  @usableFromInline var abandoned = false
   /// Whether its answer is being written: past the point where it can be cancelled.
-  var landing = false
+  @usableFromInline var landing = false
   /// Whether the resource was invalidated while it was in flight: its answer may predate what
   /// the invalidation was about, so it lands stale.
-  var invalidated = false
+  @usableFromInline var invalidated = false
   /// The loader's task, once started.
-  var task: Task<Void, Never>?
+  @usableFromInline var task: Task<Void, Never>?
+
+  @inlinable
+  init(
+    id: UInt64, waiters: [_ResourceWaiter] = [], background: Bool, abandoned: Bool = false,
+    landing: Bool = false, invalidated: Bool = false, task: Task<Void, Never>? = nil
+  ) {
+    self.id = id
+    self.waiters = waiters
+    self.background = background
+    self.abandoned = abandoned
+    self.landing = landing
+    self.invalidated = invalidated
+    self.task = task
+  }
 }
 
 extension _ResourceFetch {
@@ -193,12 +216,14 @@ extension _ResourceFetch {
   }
 
   /// Lists the caller `id`, reserved; `id` is newer than every id listed.
+  @usableFromInline
   mutating func reserve(_ id: UInt64) {
     assert(waiters.last.map { $0.id < id } ?? true, "waiters are listed in the order of their ids")
     waiters.append(_ResourceWaiter(id: id))
   }
 
   /// Takes the caller `id` out of `waiters`; `nil` if it is not there.
+  @usableFromInline
   mutating func removeWaiter(_ id: UInt64) -> _ResourceWaiter? {
     guard let index = index(ofWaiter: id) else { return nil }
     return waiters.remove(at: index)
@@ -206,7 +231,10 @@ extension _ResourceFetch {
 
   /// Gives the reserved caller `id` the continuation its task now waits on; `false` if the
   /// caller is not listed.
-  mutating func attach(_ continuation: _ResourceContinuation, toWaiter id: UInt64) -> Bool {
+  @usableFromInline
+  mutating func attach(_ continuation: _ResourceContinuation, toWaiter id: UInt64)
+    -> Bool
+  {
     guard let index = index(ofWaiter: id) else { return false }
     waiters[index].continuation = continuation
     return true
@@ -214,6 +242,7 @@ extension _ResourceFetch {
 
   /// Its callers' share of its end with `outcome`: the continuations of those that wait, to
   /// resume; the outcome of each caller still reserved is parked in `parked`.
+  @usableFromInline
   func endWaiters(
     with outcome: _ResourceOutcome, parking parked: inout _ParkedOutcomes
   ) -> [_ResourceContinuation] {
@@ -230,31 +259,42 @@ extension _ResourceFetch {
 }
 
 /// Who depends on a resource: its observers and its live `Resource` handles.
+@usableFromInline
 struct _ResourceAudience {
   /// Each a `_Subscriber<ResourceState<Value>>` of the resource's `Value`.
-  var observers: [_AnySubscriber] = []
-  var handles = 0
+  @usableFromInline var observers: [_AnySubscriber] = []
+  @usableFromInline var handles = 0
   /// Whether the resource was let go (see `keepFor`): it takes no handle any more.
-  var isLetGo = false
+  @usableFromInline var isLetGo = false
 }
 
 /// A timer of a resource: a task sleeping on the map's clock. A newer generation supersedes it.
+@usableFromInline
 struct _ResourceTimer {
-  let generation: UInt64
+  @usableFromInline let generation: UInt64
   /// When it fires, for the stale timer; `nil` for the keep timer.
-  let deadline: Date?
-  var task: Task<Void, Never>?
+  @usableFromInline let deadline: Date?
+  @usableFromInline var task: Task<Void, Never>?
+
+  @inlinable
+  init(generation: UInt64, deadline: Date?, task: Task<Void, Never>? = nil) {
+    self.generation = generation
+    self.deadline = deadline
+    self.task = task
+  }
 }
 
 /// The two timers of a resource.
+@usableFromInline
 struct _ResourceTimers {
   /// Sleeps until an observed answer turns stale, to tell its observers.
-  var stale: _ResourceTimer?
+  @usableFromInline var stale: _ResourceTimer?
   /// Sleeps `keepFor` once nobody uses the resource, then lets it go.
-  var keep: _ResourceTimer?
+  @usableFromInline var keep: _ResourceTimer?
 }
 
 /// Which timer.
+@usableFromInline
 enum _ResourceTimerKind: Sendable {
   case stale, keep
 }
@@ -765,4 +805,7 @@ struct _ResourceMachine {
 }
 
 /// What a `revalidate()` that found nothing to do is resumed with; never seen by users.
-struct _Skipped: Error {}
+@usableFromInline
+struct _Skipped: Error {
+  @inlinable init() {}
+}

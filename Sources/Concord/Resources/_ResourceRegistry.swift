@@ -5,17 +5,27 @@
 /// listed after, unless another thread listed one for the same key meanwhile: the lock is never
 /// held while the map's is taken, so a `resource(...)` call inside a transaction body cannot
 /// deadlock with one on another thread.
+@usableFromInline
 final class _ResourceRegistry: @unchecked Sendable {
   // NB: @unchecked because `entries` and `serial` are only touched while holding `lock`.
 
   /// What tells resources apart: the key's name, the kind of resource, and the value type.
+  @usableFromInline
   struct Key: Hashable {
-    let name: String
-    let kind: Kind
-    let valueType: ObjectIdentifier
+    @usableFromInline let name: String
+    @usableFromInline let kind: Kind
+    @usableFromInline let valueType: ObjectIdentifier
+
+    @inlinable
+    init(name: String, kind: Kind, valueType: ObjectIdentifier) {
+      self.name = name
+      self.kind = kind
+      self.valueType = valueType
+    }
   }
 
   /// A kind of resource: `resource` and `pagedResource` with one key name are two resources.
+  @usableFromInline
   enum Kind: Hashable {
     case resource, paged
   }
@@ -59,6 +69,7 @@ final class _ResourceRegistry: @unchecked Sendable {
   }
 
   /// Takes `entry` out, if it is the one listed under `key`.
+  @usableFromInline
   func remove(_ entry: any _ResourceEntry, as key: Key) {
     lock.withLock {
       if entries[key] === entry { entries[key] = nil }
@@ -89,4 +100,5 @@ final class _ResourceRegistry: @unchecked Sendable {
 }
 
 /// The value type of a resource's slot, in the slot's id: a type no alias key names.
+@usableFromInline
 enum _ResourceSlot<Value> {}
