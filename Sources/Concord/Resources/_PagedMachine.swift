@@ -194,8 +194,6 @@ enum _PagedDecision<T: Sendable> {
 /// `_ResourceEffects`.
 @usableFromInline
 struct _PagedEffects<T: Sendable> {
-  @inlinable init() {}
-
   @usableFromInline var cancelled: [Task<Void, Never>] = []
   /// The fetches to start: which end, and its id.
   @usableFromInline var startFetches: [(end: _PagedEnd, id: UInt64)] = []
@@ -209,6 +207,8 @@ struct _PagedEffects<T: Sendable> {
   @usableFromInline var letGo = false
   /// What the list let go of, released after the lock (its entities' deinits are user code).
   @usableFromInline var released: [[T]] = []
+
+  @inlinable init() {}
 }
 
 /// A paged list's state; see the top of this file.
