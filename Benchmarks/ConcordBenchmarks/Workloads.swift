@@ -14,9 +14,9 @@ struct Workloads {
   static let names = [
     "store.insert", "store.replace", "find.hit", "find.miss", "store.batch", "store.aggregate",
     "propagate.fanout1000", "notify.callback", "observe.cancel", "transaction.batch100",
-    "concurrent.read90",
-    "scale.find.1M", "memory.perEntity", "store.merge", "retention.churn", "store.refetch",
-    "store.page.decoded", "query.maintain", "query.indexed.open", "collector.drain",
+    "concurrent.read90", "scale.find.1M", "memory.perEntity", "store.merge", "retention.churn",
+    "store.refetch", "store.page.decoded", "query.maintain", "query.indexed.open",
+    "collector.drain",
     "optimistic.apply+rollback", "optimistic.shadowed.write", "persist.write", "persist.page",
     "persist.find.cold", "remove.tombstoned", "query.open.persisted", "read.during.load",
     "persist.save", "persist.restore", "resource.load.fresh", "resource.join", "resource.answer",

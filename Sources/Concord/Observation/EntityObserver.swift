@@ -86,7 +86,8 @@ public struct EntityObserver<Value: Sendable>: Sendable {
   /// subscriber gets the value committed when the write ends, so that nothing uncommitted is
   /// ever delivered.
   ///
-  /// NB: inlinable, with the `observe` methods that call it, so that it is specialized where
+  /// NB: inlinable, as `observe(_:)`, `observe(includingCurrentValue:_:)` and
+  /// `observeRemoval(_:)` are, so that a subscription made through them is specialized where
   /// the value's type is known: generic, its read's tuple and its subscriber's type each took
   /// a lookup of generic metadata at every subscription.
   @inlinable

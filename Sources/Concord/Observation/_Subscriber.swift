@@ -36,8 +36,9 @@ class _AnySubscriber {
     self.lastVersion = lastVersion
   }
 
-  /// Drops the parked values and the callbacks, and returns them, so that the caller releases
-  /// them after unlocking: their captures' deinits are user code. Called under the delivery lock.
+  /// Drops the parked values and the callbacks, and returns an object that holds them (a closed
+  /// twin of the subscriber), so that the caller releases them after unlocking: their captures'
+  /// deinits are user code. Called under the delivery lock.
   ///
   /// NB: an object, not `Any`: the map buries it with other objects, and `Any as AnyObject`
   /// is a dynamic cast that cost a cancel more than the rest of it.
@@ -87,7 +88,7 @@ final class _Subscriber<Value: Sendable>: _AnySubscriber {
   #endif
 
   @usableFromInline
-  required init(
+  init(
     lastVersion: UInt64, onValue: (@Sendable (Value) -> Void)?,
     onRemoval: (@Sendable (Value) -> Void)? = nil
   ) {
@@ -100,7 +101,7 @@ final class _Subscriber<Value: Sendable>: _AnySubscriber {
   /// box of another type cost a lookup of generic metadata at every cancel.
   @usableFromInline
   override func close() -> AnyObject? {
-    let twin = type(of: self).init(lastVersion: .max, onValue: onValue, onRemoval: onRemoval)
+    let twin = Self(lastVersion: .max, onValue: onValue, onRemoval: onRemoval)
     twin.isClosed = true
     twin.pending = pending
     twin.pendingRemoval = pendingRemoval
@@ -162,8 +163,7 @@ final class _Subscriber<Value: Sendable>: _AnySubscriber {
       }
       isDelivering = false
       guard let lastValue = pendingRemoval?.value, !isClosed else { return lock.unlock() }
-      // NB: only here is there anything to drop: closing on every delivery cost
-      // a good share of it.
+      // NB: only here is there anything to drop: closing on every delivery cost a good share of it.
       let callback = onRemoval
       let dropped = close()
       lock.unlock()

@@ -766,9 +766,7 @@ extension _MapCore {
   /// Lists the deletion of the record of the page `page` of the paged list `name` of `T`s, if
   /// `T` is persisted. In a write.
   @usableFromInline
-  func deletePagedRecord<T: Identifiable & Sendable>(
-    _: T.Type, name: String, page: UInt64
-  ) {
+  func deletePagedRecord<T: Identifiable & Sendable>(_: T.Type, name: String, page: UInt64) {
     guard audience.persistedTypes > 0, let persisted = registry.table(for: T.self).persisted
     else { return }
     let list = _AnswerRecord.pagedName(of: name, kind: persisted.kind)
@@ -779,9 +777,7 @@ extension _MapCore {
   /// failure is logged) or the map has no store. Calls the store's decoder only: call it with
   /// none of the map's locks held.
   @usableFromInline
-  func decodeStored<V: Decodable>(_: V.Type, from bytes: [UInt8], what: String)
-    -> V?
-  {
+  func decodeStored<V: Decodable>(_: V.Type, from bytes: [UInt8], what: String) -> V? {
     guard let store = persistence?.store else { return nil }
     do {
       return try store.decode(V.self, from: bytes)

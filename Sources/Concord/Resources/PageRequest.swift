@@ -27,7 +27,6 @@ public struct PageRequest<Cursor: Codable & Sendable>: Sendable {
   public internal(set) var attempt: Int
 
   @usableFromInline
-
   init(_ kind: _Kind, attempt: Int = 1) {
     _kind = kind
     self.attempt = attempt

@@ -33,7 +33,7 @@ final class _PagedCore<T: Identifiable & Sendable, Cursor: Codable & Sendable>: 
   #if DEBUG
     @usableFromInline var links = _PagedLinks()
   #else
-    @usableFromInline @exclusivity(unchecked) var links = _PagedLinks()
+    @exclusivity(unchecked) @usableFromInline var links = _PagedLinks()
   #endif
   /// Guards the observers' delivery state (see `_Subscriber`); never held while calling out.
   @usableFromInline let deliveryLock = Lock()

@@ -212,7 +212,7 @@ final class _PagedList<T: Identifiable & Sendable, Cursor: Codable & Sendable>:
   #if DEBUG
     @usableFromInline var book = _PagedBook<T, Cursor>()
   #else
-    @usableFromInline @exclusivity(unchecked) var book = _PagedBook<T, Cursor>()
+    @exclusivity(unchecked) @usableFromInline var book = _PagedBook<T, Cursor>()
   #endif
 
   @inlinable

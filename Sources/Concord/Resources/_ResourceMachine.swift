@@ -44,8 +44,7 @@ struct _ResourceSettings: Sendable {
 
 /// A resource's answer, boxed (an `_Answer<Value>` of the resource's `Value`), so that the
 /// machine holds it without knowing its type.
-@usableFromInline
-typealias _AnyAnswer = AnyObject & Sendable
+@usableFromInline typealias _AnyAnswer = AnyObject & Sendable
 
 /// One value of a resource's answer, as read from the map, in a box the machine holds.
 @usableFromInline
@@ -232,9 +231,7 @@ extension _ResourceFetch {
   /// Gives the reserved caller `id` the continuation its task now waits on; `false` if the
   /// caller is not listed.
   @usableFromInline
-  mutating func attach(_ continuation: _ResourceContinuation, toWaiter id: UInt64)
-    -> Bool
-  {
+  mutating func attach(_ continuation: _ResourceContinuation, toWaiter id: UInt64) -> Bool {
     guard let index = index(ofWaiter: id) else { return false }
     waiters[index].continuation = continuation
     return true
