@@ -296,6 +296,55 @@ struct CallbackReleaseTests {
     #expect(tracker == nil)
   }
 
+  @Test func aRemovalFromItsOwnCallbackClosesTheSubscriberOnceTheCallbackReturns() {
+    let map = IdentityMap()
+    let counter = map.store(Counter(id: 1, value: 0))
+    let received = Locked<[Int]>([])
+    weak var tracker: Tracker?
+    let subscription: Subscription
+    do {
+      let captured = Tracker()
+      tracker = captured
+      subscription = counter.observe { value in
+        _ = captured
+        received.append(value.value)
+        // NB: the removal reaches the subscriber while this callback runs: it is parked.
+        if value.value == 1 { map.remove(Counter.self, id: 1) }
+      }
+    }
+    map.store(Counter(id: 1, value: 1))
+    #expect(counter.isRemoved)
+    #expect(received.value == [1])
+    #expect(tracker == nil, "closed by the parked removal, the subscriber dropped its callback")
+    map.store(Counter(id: 1, value: 2))
+    #expect(received.value == [1], "a new entity of that id is not the subscriber's")
+    subscription.cancel()
+  }
+
+  @Test func aCancelFromTheCallbackDropsTheValueParkedWhileItRan() {
+    let map = IdentityMap()
+    let counter = map.store(Counter(id: 1, value: 0))
+    let received = Locked<[Int]>([])
+    let slot = Locked<Subscription?>(nil)
+    weak var tracker: Tracker?
+    do {
+      let captured = Tracker()
+      tracker = captured
+      let subscription = counter.observe { value in
+        _ = captured
+        received.append(value.value)
+        // NB: delivered while this callback runs, the new value is parked; the cancel drops it.
+        map.store(Counter(id: 1, value: value.value + 1))
+        slot.value?.cancel()
+      }
+      slot.withValue { $0 = subscription }
+    }
+    map.store(Counter(id: 1, value: 1))
+    #expect(received.value == [1])
+    #expect(counter.value.value == 2)
+    #expect(tracker == nil, "the callback and the parked value went with the cancel")
+  }
+
   @Test func aCallbackThatCapturesItsOwnSubscriptionDoesNotLeakTheMap() {
     weak var core: _MapCore?
     do {
