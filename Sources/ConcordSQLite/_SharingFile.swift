@@ -82,10 +82,7 @@ final class _SharingClaim: @unchecked Sendable {
   /// whichever thread (a map's background writer) released the store last.
   static func isClaimed(_ database: String) -> Bool {
     _LockFiles.lock.withLock {
-      var status = stat()
-      guard stat(path(of: database), &status) == 0,
-        let file = _LockFiles.files[_FileID(status)]
-      else { return false }
+      guard let file = _LockFiles.opened(path(of: database)) else { return false }
       return file.exclusive > 0 || file.sharing > 0 || !file.slots.isEmpty
     }
   }
@@ -194,15 +191,23 @@ private enum _LockFiles {
   /// NB: `nonisolated(unsafe)`: only touched under `lock`.
   nonisolated(unsafe) static var files: [_FileID: _LockFile] = [:]
 
+  /// The side file at `path`, if this process has a descriptor of it. A file of this process
+  /// that was deleted since is another file, whose inode number the one at `path` may have
+  /// taken. Under `lock`.
+  static func opened(_ path: String) -> _LockFile? {
+    var status = stat()
+    guard stat(path, &status) == 0, let file = files[_FileID(status)], file.isLinked else {
+      return nil
+    }
+    return file
+  }
+
   /// The side file at `path`, opened (and made) if this process has no descriptor of it.
   static func open(_ path: String) throws -> _LockFile {
-    var status = stat()
     // NB: looked up before opening: a second descriptor, once closed, would drop this
-    // process's locks on the file (see the top of this file). A file of this process that was
-    // deleted since is another file, whose inode number the new one may have taken.
-    if stat(path, &status) == 0, let file = files[_FileID(status)], file.isLinked {
-      return file
-    }
+    // process's locks on the file (see the top of this file).
+    if let file = opened(path) { return file }
+    var status = stat()
     let descriptor = _openFile(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
     guard descriptor >= 0, fstat(descriptor, &status) == 0 else {
       let reason = String(cString: strerror(errno))
