@@ -33,7 +33,12 @@ extension _MapCore {
   func lowerShadows() {
     audience.underLayers = true
     outbox.recordsWrites = true
-    for shadow in layers.order { shadow.lower(self) }
+    // NB: the copy of the order keeps every shadow for the loop, which borrows each from it
+    // (rule 7 of `_Lifetime.swift`): a lowering that forgets a shadow frees nothing here.
+    let shadows = layers.order
+    for index in shadows.indices {
+      Unmanaged.passUnretained(shadows[index])._withUnsafeGuaranteedRef { $0.lower(self) }
+    }
   }
 
   /// Keeps what the write stored into shadowed entities as their values underneath, forgets
@@ -42,19 +47,31 @@ extension _MapCore {
   func raiseShadows() {
     audience.underLayers = false
     outbox.recordsWrites = false
-    for node in outbox.written {
-      layers.shadows[ObjectIdentifier(node)]?.keepAsBase()
+    for index in outbox.written.indices {
+      let key = ObjectIdentifier(outbox.written[index])
+      layers.shadows[key].map { Unmanaged.passUnretained($0) }?._withUnsafeGuaranteedRef {
+        $0.keepAsBase()
+      }
     }
     // NB: its buffer kept for the next write: emptied, it gave back its memory, and every
     // write under a pending layer allocated a new one.
     outbox.written.removeAll(keepingCapacity: true)
-    for shadow in layers.order where shadow.entries.isEmpty || !shadow.node.isPresent {
-      // NB: a removal from outside wins over the layers: they forget the entity. A shadow left
-      // with no layer shows its value underneath, which a commit may just have set.
-      if shadow.node.isPresent { shadow.lower(self) }
-      forget(shadow)
+    // NB: each loop borrows the shadows from a copy of the order, as `lowerShadows()` does.
+    var shadows = layers.order
+    for index in shadows.indices {
+      let shadow = Unmanaged.passUnretained(shadows[index])
+      shadow._withUnsafeGuaranteedRef { shadow in
+        guard shadow.entries.isEmpty || !shadow.node.isPresent else { return }
+        // NB: a removal from outside wins over the layers: they forget the entity. A shadow
+        // left with no layer shows its value underneath, which a commit may just have set.
+        if shadow.node.isPresent { shadow.lower(self) }
+        forget(shadow)
+      }
     }
-    for shadow in layers.order { shadow.raise(self) }
+    shadows = layers.order
+    for index in shadows.indices {
+      Unmanaged.passUnretained(shadows[index])._withUnsafeGuaranteedRef { $0.raise(self) }
+    }
   }
 
   /// Called by a removal: `parents` lost nested entities. Their shadows keep what they show now
