@@ -47,6 +47,8 @@ extension _MapCore {
   func raiseShadows() {
     audience.underLayers = false
     outbox.recordsWrites = false
+    // NB: each shadow borrowed from the layers' table, which keeps it: keeping a value
+    // underneath changes neither the table nor the order.
     for index in outbox.written.indices {
       let key = ObjectIdentifier(outbox.written[index])
       layers.shadows[key].map { Unmanaged.passUnretained($0) }?._withUnsafeGuaranteedRef {
