@@ -36,8 +36,10 @@ extension _MapCore {
     // NB: the copy of the order keeps every shadow for the loop, which borrows each from it
     // (rule 7 of `_Lifetime.swift`): a lowering that forgets a shadow frees nothing here.
     let shadows = layers.order
-    for index in shadows.indices {
-      Unmanaged.passUnretained(shadows[index])._withUnsafeGuaranteedRef { $0.lower(self) }
+    withExtendedLifetime(shadows) {
+      for index in shadows.indices {
+        Unmanaged.passUnretained(shadows[index])._withUnsafeGuaranteedRef { $0.lower(self) }
+      }
     }
   }
 
@@ -59,20 +61,23 @@ extension _MapCore {
     // write under a pending layer allocated a new one.
     outbox.written.removeAll(keepingCapacity: true)
     // NB: each loop borrows the shadows from a copy of the order, as `lowerShadows()` does.
-    var shadows = layers.order
-    for index in shadows.indices {
-      let shadow = Unmanaged.passUnretained(shadows[index])
-      shadow._withUnsafeGuaranteedRef { shadow in
-        guard shadow.entries.isEmpty || !shadow.node.isPresent else { return }
-        // NB: a removal from outside wins over the layers: they forget the entity. A shadow
-        // left with no layer shows its value underneath, which a commit may just have set.
-        if shadow.node.isPresent { shadow.lower(self) }
-        forget(shadow)
+    let kept = layers.order
+    withExtendedLifetime(kept) {
+      for index in kept.indices {
+        Unmanaged.passUnretained(kept[index])._withUnsafeGuaranteedRef { shadow in
+          guard shadow.entries.isEmpty || !shadow.node.isPresent else { return }
+          // NB: a removal from outside wins over the layers: they forget the entity. A shadow
+          // left with no layer shows its value underneath, which a commit may just have set.
+          if shadow.node.isPresent { shadow.lower(self) }
+          forget(shadow)
+        }
       }
     }
-    shadows = layers.order
-    for index in shadows.indices {
-      Unmanaged.passUnretained(shadows[index])._withUnsafeGuaranteedRef { $0.raise(self) }
+    let raised = layers.order
+    withExtendedLifetime(raised) {
+      for index in raised.indices {
+        Unmanaged.passUnretained(raised[index])._withUnsafeGuaranteedRef { $0.raise(self) }
+      }
     }
   }
 
