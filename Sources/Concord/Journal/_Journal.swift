@@ -87,6 +87,36 @@ struct _Journal {
   var mark: UInt8 { mutating get { UInt8(truncatingIfNeeded: transactions.count + 1) } }
 }
 
+/// Where each node's first record is in a write's journal: its state before the write.
+///
+/// NB: a list ordered by node and searched by halves, not a dictionary: it is made for each
+/// optimistic layer, which usually writes a few entities, and a dictionary cost an allocation
+/// and a hash per record more (`optimistic.apply+rollback`).
+struct _FirstRecords {
+  private var byNode: [(node: ObjectIdentifier, index: Int)] = []
+
+  init(_ entries: [_JournalEntry]) {
+    for index in entries.indices where entries[index].previousMark == 0 {
+      byNode.append((ObjectIdentifier(entries[index].node), index))
+    }
+    byNode.sort { $0.node < $1.node }
+  }
+
+  /// The index of `node`'s first record, if the write touched it.
+  ///
+  /// - Complexity: O(log *n*) for *n* nodes touched.
+  func index(of node: _AnyNode) -> Int? {
+    let key = ObjectIdentifier(node)
+    var low = 0
+    var high = byNode.count
+    while low < high {
+      let middle = (low + high) / 2
+      if byNode[middle].node < key { low = middle + 1 } else { high = middle }
+    }
+    return low < byNode.count && byNode[low].node == key ? byNode[low].index : nil
+  }
+}
+
 /// A point to roll back to: where the journal and the log were when a transaction began.
 @usableFromInline
 struct _Savepoint {

@@ -95,6 +95,9 @@ class _AnyShadow {
     self.ops = ops
   }
 
+  /// Whether the layers are done with the entity: no layer is over it, or it was removed.
+  final var isSpent: Bool { entries.isEmpty || !node.isPresent }
+
   /// Shows the value underneath, if the entity has one.
   final func lower(_ core: _MapCore) { ops.lower(self, core) }
   /// Shows the newest layer's value.

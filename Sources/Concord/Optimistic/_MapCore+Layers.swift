@@ -61,18 +61,24 @@ extension _MapCore {
     // write under a pending layer allocated a new one.
     outbox.written.removeAll(keepingCapacity: true)
     // NB: each loop borrows the shadows from a copy of the order, as `lowerShadows()` does.
+    // The shadows to forget leave the order after the loop, at once: taken out one by one, each
+    // copied the order, which the loop's copy shared.
     let kept = layers.order
+    var forgot = false
     withExtendedLifetime(kept) {
       for index in kept.indices {
         Unmanaged.passUnretained(kept[index])._withUnsafeGuaranteedRef { shadow in
-          guard shadow.entries.isEmpty || !shadow.node.isPresent else { return }
+          guard shadow.isSpent else { return }
           // NB: a removal from outside wins over the layers: they forget the entity. A shadow
           // left with no layer shows its value underneath, which a commit may just have set.
           if shadow.node.isPresent { shadow.lower(self) }
-          forget(shadow)
+          layers.shadows[ObjectIdentifier(shadow.node)] = nil
+          lifetime.dropExternalHold(on: shadow.node, graveyard: &outbox.graveyard)
+          forgot = true
         }
       }
     }
+    if forgot { layers.order.removeAll { $0.isSpent } }
     let raised = layers.order
     withExtendedLifetime(raised) {
       for index in raised.indices {
@@ -118,28 +124,28 @@ extension _MapCore {
     layers.lastSerial += 1
     let layer = _Layer(serial: layers.lastSerial)
     layers.pendingCount += 1
-    // The state of each written node before the layer: its first journal record (a node the
-    // layer wrote bit for bit as it was has none, and is left alone).
-    var firstRecord: [ObjectIdentifier: Int] = [:]
-    for index in journal.entries.indices where journal.entries[index].previousMark == 0 {
-      firstRecord[ObjectIdentifier(journal.entries[index].node)] = index
-    }
-    var seen: Set<ObjectIdentifier> = []
-    let written = outbox.written
-    outbox.written.removeAll()
+    // NB: the layer takes the list's buffer, and gives it back emptied for the next write.
+    var written: [_AnyNode] = []
+    swap(&written, &outbox.written)
+    let records = _FirstRecords(journal.entries)
     for node in written where node.isPresent && node.s.flags.contains(.registered) {
       let key = ObjectIdentifier(node)
-      guard seen.insert(key).inserted else { continue }
+      let existing = layers.shadows[key]
+      // NB: listed more than once: a node this layer already shadows is on its shadow's top.
+      // A node passed over below is passed over again, at the same cost as the first time.
+      if let existing, existing.entries.last?.serial == layer.serial { continue }
       // NB: only what the layer changed: an entity stored as it was (say, nested in an
-      // aggregate the layer updated) keeps following what happens underneath.
-      guard let index = firstRecord[key] else { continue }
+      // aggregate the layer updated) keeps following what happens underneath. Its state before
+      // the layer is its first journal record (a node the layer wrote bit for bit as it was has
+      // none, and is left alone).
+      guard let index = records.index(of: node) else { continue }
       let record = journal.entries[index]
       guard
         record.saved < 0 || !record.stamp._isSame(as: node.s.stamp)
           || node.witness.differs(node, record.saved)
       else { continue }
       let shadow: _AnyShadow
-      if let existing = layers.shadows[key] {
+      if let existing {
         shadow = existing
       } else {
         guard let made = node.witness.makeShadow(node, record.saved, record.stamp) else {
@@ -153,6 +159,8 @@ extension _MapCore {
       shadow.push(layer.serial)
       layer.nodes.append(node)
     }
+    written.removeAll(keepingCapacity: true)
+    swap(&written, &outbox.written)
     // A layer's removal is an ordinary removal: the layers below forget the entity.
     for shadow in layers.order where !shadow.node.isPresent { forget(shadow) }
     commitTransaction(savepoint)
