@@ -61,23 +61,27 @@ extension _MapCore {
     // write under a pending layer allocated a new one.
     outbox.written.removeAll(keepingCapacity: true)
     // NB: each loop borrows the shadows from a copy of the order, as `lowerShadows()` does.
-    // The shadows to forget leave the order after the loop, at once: taken out one by one, each
-    // copied the order, which the loop's copy shared.
-    let kept = layers.order
+    // The shadows to forget leave the order after the loop, and after its copy (hence the
+    // scope): taken out inside it, the first one copied the whole order, which the copy shared.
     var forgot = false
-    withExtendedLifetime(kept) {
-      for index in kept.indices {
-        Unmanaged.passUnretained(kept[index])._withUnsafeGuaranteedRef { shadow in
-          guard shadow.isSpent else { return }
-          // NB: a removal from outside wins over the layers: they forget the entity. A shadow
-          // left with no layer shows its value underneath, which a commit may just have set.
-          if shadow.node.isPresent { shadow.lower(self) }
-          layers.shadows[ObjectIdentifier(shadow.node)] = nil
-          lifetime.dropExternalHold(on: shadow.node, graveyard: &outbox.graveyard)
-          forgot = true
+    do {
+      let kept = layers.order
+      withExtendedLifetime(kept) {
+        for index in kept.indices {
+          Unmanaged.passUnretained(kept[index])._withUnsafeGuaranteedRef { shadow in
+            guard shadow.isSpent else { return }
+            // NB: a removal from outside wins over the layers: they forget the entity. A
+            // shadow left with no layer shows its value underneath, which a commit may just
+            // have set.
+            if shadow.node.isPresent { shadow.lower(self) }
+            release(shadow)
+            forgot = true
+          }
         }
       }
     }
+    // NB: what the loop released is spent, and nothing in it changes a shadow's layers or
+    // removes an entity (`show` only links), so this takes out exactly those.
     if forgot { layers.order.removeAll { $0.isSpent } }
     let raised = layers.order
     withExtendedLifetime(raised) {
@@ -100,8 +104,14 @@ extension _MapCore {
 
   /// Drops `shadow` and its hold on its entity.
   func forget(_ shadow: _AnyShadow) {
-    layers.shadows[ObjectIdentifier(shadow.node)] = nil
+    release(shadow)
     layers.order.removeAll { $0 === shadow }
+  }
+
+  /// Drops `shadow` from the shadowed entities, and its hold on its entity, leaving it in the
+  /// order of the layers: for a caller that takes it out of the order itself.
+  func release(_ shadow: _AnyShadow) {
+    layers.shadows[ObjectIdentifier(shadow.node)] = nil
     lifetime.dropExternalHold(on: shadow.node, graveyard: &outbox.graveyard)
   }
 
