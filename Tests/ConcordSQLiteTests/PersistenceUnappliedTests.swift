@@ -1,8 +1,9 @@
-import Concord
 import ConcordTesting
 import Foundation
 import TestSupport
 import Testing
+
+@testable import Concord
 
 // What the map keeps for the store until it is applied, and a seeded model-based test of it: the
 // changes committed and not yet written, the ones a failing store refused, and values that do
@@ -232,6 +233,29 @@ struct PersistenceUnappliedTests {
     #expect(map.find(User.self, id: 1)?.value.login == "unencodable")
   }
 
+  @Test("A failed write waits for the next hand-over or flush: a late wake-up tries nothing")
+  func lateWakeUpTriesNothing() throws {
+    let store = MemoryStore()
+    store.isFailing.withValue { $0 = true }
+    let map = IdentityMap(persistence: store)
+    map.persist(User.self)
+    // The hand-over wakes the writer a moment later; the flush does not wait for the moment.
+    map.store(User(id: 1, login: "ged"))
+    #expect(throws: MemoryStore.Failure.self) { try map.flush() }
+    let attempts = store.attempts.value
+    #expect(attempts >= 1)
+    // Once the wake-up has come, whenever it came: it tried nothing after the flush.
+    let woken = DispatchSemaphore(value: 0)
+    map._core.persistence!.afterWakeUps { woken.signal() }
+    woken.wait()
+    #expect(store.attempts.value == attempts)
+    // So the store, working again, takes the write, and the flush has nothing to throw.
+    store.isFailing.withValue { $0 = false }
+    try map.flush()
+    #expect(store.userLogins == ["ged"])
+    #expect(store.attempts.value == attempts + 1)
+  }
+
   @Test("flush() inside a transaction body stops the program with a message, not a deadlock")
   func flushInsideAWrite() async {
     let result = await #expect(
@@ -272,6 +296,8 @@ final class MemoryStore: PersistentStore {
   struct Unencodable: Error {}
 
   let isFailing = Locked(false)
+  /// How many times a write was tried.
+  let attempts = Locked(0)
   /// The rows, by kind and key.
   let rows = Locked<[String: PersistentRecord]>([:])
   let aliases = Locked<[String: (kind: String, record: PersistentRecord)]>([:])
@@ -308,6 +334,7 @@ final class MemoryStore: PersistentStore {
   }
 
   func apply(_ changes: [PersistentChange]) throws {
+    attempts.withValue { $0 += 1 }
     if isFailing.value { throw Failure() }
     var rows = rows.value
     var aliases = aliases.value

@@ -116,6 +116,9 @@ final class _Persistence: @unchecked Sendable {
   /// Alias changes the writer could not encode: readable for as long as the map lives, unless
   /// a newer change of the alias is applied.
   private var stuckAliases: [String: _AliasOp] = [:]
+  /// Whether a write is due or under way: set by the hand-over that wakes the writer and by a
+  /// flush, cleared when the writer finds nothing left to apply or a write fails. Under the
+  /// map's lock.
   #if DEBUG
     private var isWriting = false
   #else
@@ -193,7 +196,17 @@ final class _Persistence: @unchecked Sendable {
     // NB: the writer starts a moment later, so that the commits made meanwhile join its
     // transaction: waking it for each commit would cost the committing thread more than the
     // commit. `flush()` does not wait for the moment.
-    writer.asyncAfter(deadline: .now() + Self.gathering) { self.write() }
+    writer.asyncAfter(deadline: .now() + Self.gathering) { self.writeIfStillDue() }
+  }
+
+  /// A hand-over's wake-up: writes, unless what it was woken for was taken meanwhile. A flush
+  /// (or another wake-up) that ran first wrote it, or failed and reported the failure, after
+  /// which the writer waits for the next hand-over or flush. So a wake-up that comes late tries
+  /// nothing again: it would report a second failure, which the next flush would throw even
+  /// once the store works again (`isWriting` is false whenever no write is due). On the writer.
+  private func writeIfStillDue() {
+    guard mapLock.withLock({ isWriting }) else { return }
+    write()
   }
 
   /// How many changes of the write under way are listed: a transaction's savepoint.
@@ -230,6 +243,12 @@ final class _Persistence: @unchecked Sendable {
 
   /// How long the writer gathers commits before it writes them.
   static let gathering = DispatchTimeInterval.milliseconds(2)
+
+  /// Runs `body` on the writer after the wake-ups of every hand-over made so far, whose
+  /// deadlines are earlier by a margin: for tests of what a late wake-up does.
+  func afterWakeUps(_ body: @escaping @Sendable () -> Void) {
+    writer.asyncAfter(deadline: .now() + Self.gathering + .milliseconds(20), execute: body)
+  }
 
   /// Records in the open layer the deletion `change`, of a kind's rows, of a kind's aliases or
   /// of everything: what the layer holds before it is moot.
