@@ -72,20 +72,24 @@ extension _MapCore {
   ) -> [T] {
     let table = registry.table(for: T.self)
     if table.persisted != nil { loadAll(into: table) }
-    var found: [(value: T, sequence: UInt32)] = []
+    var values: [T] = []
+    var sequences: [UInt32] = []
     table.slots.forEachNode { slot in
       slot._withUnsafeGuaranteedRef { node in
-        if filter?(node.value) ?? true { found.append((node.value, node.sequence)) }
+        guard filter?(node.value) ?? true else { return }
+        values.append(node.value)
+        sequences.append(node.sequence)
       }
     }
-    found.sort { first, second in
-      if let sortedBy {
-        if sortedBy(first.value, second.value) { return true }
-        if sortedBy(second.value, first.value) { return false }
+    var positions = Array(values.indices)
+    values.withUnsafeBufferPointer { values in
+      sequences.withUnsafeBufferPointer { sequences in
+        positions.withUnsafeMutableBufferPointer { positions in
+          _CreationOrder.sort(positions, of: values, by: sortedBy) { sequences[$0] }
+        }
       }
-      return first.sequence < second.sequence
     }
-    return found.map { $0.value }
+    return positions.map { values[$0] }
   }
 
   /// Opens a collector of `T`'s changes. NB: attached at once, even in the middle of a write:

@@ -209,36 +209,6 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
     core.dropExternalHold(on: node)
   }
 
-  /// Sorts `positions`, into `values` and their `members`, in the query's order (`precedes`).
-  ///
-  /// NB: with one call of the comparator per comparison instead of up to two: by the
-  /// comparator, then each run of equivalent neighbours by sequence, found with one more call
-  /// per neighbour (once sorted, `!order(next, previous)` holds).
-  @inlinable
-  static func sort(
-    _ buffer: UnsafeMutableBufferPointer<Int>, of values: UnsafeBufferPointer<T>,
-    _ members: UnsafeBufferPointer<_QueryMember<T>>, by order: (@Sendable (T, T) -> Bool)?
-  ) {
-    var positions = buffer
-    guard let order else {
-      positions.sort { members[$0].sequence < members[$1].sequence }
-      return
-    }
-    positions.sort { order(values[$0], values[$1]) }
-    var start = 0
-    while start < positions.count {
-      var end = start + 1
-      while end < positions.count && !order(values[positions[end - 1]], values[positions[end]]) {
-        end += 1
-      }
-      if end - start > 1 {
-        var run = UnsafeMutableBufferPointer(rebasing: positions[start..<end])
-        run.sort { members[$0].sequence < members[$1].sequence }
-      }
-      start = end
-    }
-  }
-
   /// Fills the result with `nodes`, which match, and holds them. They are unretained: their
   /// table keeps them (rule 2 of `_Lifetime.swift`), and from here on the query's holds do.
   ///
@@ -256,7 +226,9 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
     members.withUnsafeBufferPointer { members in
       values.withUnsafeBufferPointer { values in
         positions.withUnsafeMutableBufferPointer { positions in
-          Self.sort(positions, of: values, members, by: areInIncreasingOrder)
+          _CreationOrder.sort(positions, of: values, by: areInIncreasingOrder) {
+            members[$0].sequence
+          }
         }
       }
     }
