@@ -17,6 +17,46 @@
 // (`show(_:in:)`: the nested occurrences only link), so that an aggregate shows its layer's or
 // its underneath value over its nested entities' own visible values.
 
+/// A list that keeps its first element inline, for the lists of the layers: most layers write
+/// one entity, and most shadowed entities have one layer over them, so a list of one allocates
+/// nothing. (Each list was an array: a layer and its rollback made five allocations.)
+@usableFromInline
+struct _InlineList<Element>: RandomAccessCollection {
+  // NB: `tail` is empty while `head` is `nil`.
+  @usableFromInline var head: Element?
+  @usableFromInline var tail: [Element] = []
+
+  @inlinable init() {}
+
+  @inlinable var startIndex: Int { 0 }
+  @inlinable var endIndex: Int { head == nil ? 0 : 1 + tail.count }
+  @inlinable var isEmpty: Bool { head == nil }
+  @inlinable var last: Element? { tail.last ?? head }
+
+  @inlinable
+  subscript(position: Int) -> Element {
+    position == 0 ? head.unsafelyUnwrapped : tail[position - 1]
+  }
+
+  @inlinable
+  mutating func append(_ element: Element) {
+    if head == nil { head = element } else { tail.append(element) }
+  }
+
+  /// - Complexity: O(*n*): the elements after `position` move.
+  @inlinable
+  mutating func remove(at position: Int) {
+    precondition(position >= 0 && position < count, "position out of range")
+    if position > 0 {
+      tail.remove(at: position - 1)
+    } else if tail.isEmpty {
+      head = nil
+    } else {
+      head = tail.removeFirst()
+    }
+  }
+}
+
 /// How a layer is to end: committed, or rolled back; and for `commit(confirmedBy:)`, the store of
 /// the server's answer that goes with it.
 @usableFromInline
@@ -53,10 +93,10 @@ final class _Layer: @unchecked Sendable {
   let serial: Int
   // NB: see `_AnyShadow` on exclusivity checks.
   #if DEBUG
-    var nodes: [_AnyNode] = []
+    var nodes = _InlineList<_AnyNode>()
     var isPending = true
   #else
-    @exclusivity(unchecked) var nodes: [_AnyNode] = []
+    @exclusivity(unchecked) var nodes = _InlineList<_AnyNode>()
     @exclusivity(unchecked) var isPending = true
   #endif
 
@@ -78,11 +118,13 @@ class _AnyShadow {
     @usableFromInline var baseExists: Bool
     @usableFromInline var baseStamp: Stamp
     /// The layers over the entity, oldest first, with the stamp the entity had after each.
-    @usableFromInline var entries: [(serial: Int, stamp: Stamp)] = []
+    @usableFromInline var entries = _InlineList<(serial: Int, stamp: Stamp)>()
   #else
     @exclusivity(unchecked) @usableFromInline var baseExists: Bool
     @exclusivity(unchecked) @usableFromInline var baseStamp: Stamp
-    @exclusivity(unchecked) @usableFromInline var entries: [(serial: Int, stamp: Stamp)] = []
+    @exclusivity(unchecked) @usableFromInline var entries = _InlineList<
+      (serial: Int, stamp: Stamp)
+    >()
   #endif
   /// The operations that need the entity's type.
   @usableFromInline let ops: _ShadowOps
@@ -147,10 +189,10 @@ final class _Shadow<T: Identifiable & Sendable>: _AnyShadow {
   #if DEBUG
     @usableFromInline var base: T?
     /// Each layer's value, parallel to `entries`.
-    @usableFromInline var values: [T] = []
+    @usableFromInline var values = _InlineList<T>()
   #else
     @exclusivity(unchecked) @usableFromInline var base: T?
-    @exclusivity(unchecked) @usableFromInline var values: [T] = []
+    @exclusivity(unchecked) @usableFromInline var values = _InlineList<T>()
   #endif
 
   @inlinable

@@ -193,7 +193,7 @@ extension _MapCore {
         remove([node])
       }
     }
-    layer.nodes = []
+    layer.nodes = _InlineList()
   }
 
   /// Commits or rolls back `layer` now, or when the write this thread is inside ends. With
