@@ -19,7 +19,8 @@
 
 /// A list that keeps its first element inline, for the lists of the layers: most layers write
 /// one entity, and most shadowed entities have one layer over them, so a list of one allocates
-/// nothing. (Each list was an array: a layer and its rollback made five allocations.)
+/// nothing. (Each list was an array: three of the seven allocations a layer and its rollback
+/// made.)
 @usableFromInline
 struct _InlineList<Element>: RandomAccessCollection {
   // NB: `tail` is empty while `head` is `nil`.
@@ -35,7 +36,7 @@ struct _InlineList<Element>: RandomAccessCollection {
 
   @inlinable
   subscript(position: Int) -> Element {
-    position == 0 ? head.unsafelyUnwrapped : tail[position - 1]
+    position == 0 ? head! : tail[position - 1]
   }
 
   @inlinable

@@ -20,17 +20,6 @@ extension _MapCore {
     // NB: bit for bit the value shown, whatever its type: nothing to do. (A type that is not
     // `Equatable` would otherwise tell its observers of every write from outside.)
     guard !_identical(node.value, value) else { return }
-    // NB: a value that nests nothing, in a node that no parent shows: all the pass would do is
-    // record the node and give it the value (`_Pass.applyRoot`, whose events this drops), so
-    // this does that. `_Pass.isExhaustive` turns it off, so that the differential tests run
-    // both ways.
-    if node.table.schema.isLeaf && !node.hasParents && !pass.isExhaustive
-      && !node.s.bits.contains(.fresh) && !node.s.flags.contains(.alias)
-    {
-      journal.touch(node, audience)
-      node.value = value
-      return
-    }
     pass.run(
       into: node, payload: value, stamp: nil, call: nil, verdict: .accepted, nesting: .link,
       mergeFromDepth: 1)

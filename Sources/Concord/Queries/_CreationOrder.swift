@@ -17,7 +17,7 @@ enum _CreationOrder {
   ///
   /// NB: a radix pass clears and sums 256 counters, which costs more than sorting a few
   /// dozen integers.
-  @usableFromInline static let radixThreshold = 64
+  @inlinable static var radixThreshold: Int { 64 }
 
   /// Sorts `positions` by `sequence(position)`, ascending, keeping the order of equal ones.
   ///
@@ -52,22 +52,22 @@ enum _CreationOrder {
         var source = positions
         var target = scratch
         var shift: UInt32 = 0
-        func digit(_ position: Int) -> Int {
-          Int((sequence(position) &- low) >> shift & 0xFF)
+        func byte(of position: Int) -> Int {
+          Int(((sequence(position) &- low) >> shift) & 0xFF)
         }
         while shift < 32 && span >> shift != 0 {
           starts.initialize(repeating: 0)
-          for position in source { starts[digit(position)] += 1 }
+          for position in source { starts[byte(of: position)] += 1 }
           var total = 0
-          for digit in 0..<256 {
-            let count = starts[digit]
-            starts[digit] = total
+          for value in 0..<256 {
+            let count = starts[value]
+            starts[value] = total
             total += count
           }
           for position in source {
-            let digit = digit(position)
-            target.initializeElement(at: starts[digit], to: position)
-            starts[digit] += 1
+            let value = byte(of: position)
+            target.initializeElement(at: starts[value], to: position)
+            starts[value] += 1
           }
           swap(&source, &target)
           shift += 8

@@ -3,11 +3,18 @@ import Testing
 
 @testable import Concord
 
+// Each test runs twice: on a map that takes the pass's shortcuts, and on one that takes none
+// (`_Pass.isExhaustive`). A layered entity nested in an aggregate has a parent, so the pass
+// shows its layer's value and its value underneath in full, both ways.
+
 @Suite("Optimistic layers and aggregates")
 struct OptimisticAggregateTests {
-  @Test("aggregates show a layered entity, and what is underneath after rollback")
-  func aggregatesShowTheLayer() throws {
+  @Test(
+    "aggregates show a layered entity, and what is underneath after rollback",
+    arguments: [false, true])
+  func aggregatesShowTheLayer(exhaustive: Bool) throws {
     let map = IdentityMap()
+    map._core.pass.isExhaustive = exhaustive
     let page = map.store(try Recorded.decode([GitHubIssue].self, Recorded.issuesPage))
     let rename = map.optimistic { $0.update(GitHubUser.self, id: 7) { $0.login = "sparrowhawk" } }
     #expect(page.value.map(\.user.login) == ["sparrowhawk", "tenar", "sparrowhawk"])
@@ -17,9 +24,12 @@ struct OptimisticAggregateTests {
     map._core._checkInvariants()
   }
 
-  @Test("a layered aggregate keeps showing its nested entities' own visible values")
-  func layeredAggregate() throws {
+  @Test(
+    "a layered aggregate keeps showing its nested entities' own visible values",
+    arguments: [false, true])
+  func layeredAggregate(exhaustive: Bool) throws {
     let map = IdentityMap()
+    map._core.pass.isExhaustive = exhaustive
     let issue = map.store(try Recorded.decode(GitHubIssue.self, Recorded.retitledHook))
     // The layer closes the issue; then the server renames its author underneath.
     let close = map.optimistic { $0.update(GitHubIssue.self, id: 1001) { $0.state = "closed" } }
@@ -34,9 +44,12 @@ struct OptimisticAggregateTests {
     map._core._checkInvariants()
   }
 
-  @Test("a server write to a layered aggregate goes underneath, nested entities included")
-  func serverWriteToALayeredAggregate() throws {
+  @Test(
+    "a server write to a layered aggregate goes underneath, nested entities included",
+    arguments: [false, true])
+  func serverWriteToALayeredAggregate(exhaustive: Bool) throws {
     let map = IdentityMap()
+    map._core.pass.isExhaustive = exhaustive
     let issue = map.store(try Recorded.decode(GitHubIssue.self, Recorded.retitledHook))
     let label = map.optimistic { transaction in
       transaction.update(GitHubIssue.self, id: 1001) {

@@ -38,6 +38,8 @@ private struct OptimisticModelRun {
   let told = Locked<[Int: [Int]]>([:])
   var subscriptions: [Subscription] = []
   var lastTold: [Int: Int] = [:]
+  /// How many times the observers of each id had been told, after the last step.
+  var toldCounts: [Int: Int] = [:]
 
   init(seed: UInt64, exhaustive: Bool) {
     random = SeededGenerator(seed: seed)
@@ -138,15 +140,6 @@ private struct OptimisticModelRun {
         tombstones[id] = nil
         observeIfNeeded(id)
       }
-    case 10:
-      // A server transaction that throws after its writes: they went underneath, over the
-      // lowered layers, and none of them stays.
-      log.append("server transaction \(id) = \(value), then throws")
-      _ = try? map.transaction { transaction in
-        transaction.store(Counter(id: id, value: value), modifiedAt: 100)
-        transaction.update(Counter.self, id: id) { $0.value += 1 }
-        throw ModelRollback()
-      }
     case 6, 7:
       guard !layers.isEmpty else { return }
       let index = Int.random(in: 0..<layers.count, using: &random)
@@ -158,6 +151,15 @@ private struct OptimisticModelRun {
         let stamp = layer.stamps[id]
         if let stored = base[id]?.stamp, let stamp, stored > stamp { continue }
         base[id] = (layer.values[id]!, stamp ?? base[id]?.stamp)
+      }
+    case 10:
+      // A server transaction that throws after its writes: they went underneath, over the
+      // lowered layers, and none of them stays.
+      log.append("server transaction \(id) = \(value), then throws")
+      _ = try? map.transaction { transaction in
+        transaction.store(Counter(id: id, value: value), modifiedAt: 100)
+        transaction.update(Counter.self, id: id) { $0.value += 1 }
+        throw ModelRollback()
       }
     default:
       guard !layers.isEmpty else { return }
@@ -191,6 +193,15 @@ private struct OptimisticModelRun {
             return false
           }
         }
+        // A value that stayed the same is told to nobody.
+        let count = told.value[id]?.count ?? 0
+        if let expected, lastTold[id] == expected.value, count != toldCounts[id, default: 0] {
+          Issue.record(
+            "the observer of \(id) was told \(count - toldCounts[id, default: 0]) times of a value that did not change, after \(log.suffix(10))"
+          )
+          return false
+        }
+        toldCounts[id] = count
         lastTold[id] = expected?.value
       }
       map._core._checkInvariants()

@@ -30,13 +30,15 @@ struct QuerySortTests {
     arguments: [0, 1, 2, 3, 63, 64, 65, 300, 1_000])
   func radixAgreesWithTheStandardSort(count: Int) {
     var random = SeededGenerator(seed: UInt64(count) &+ 7)
-    // Spans of one byte, of two to four bytes, and keys that repeat: each pass count.
-    for span: UInt32 in [255, 70_000, 1 << 24 + 5, .max, 3] {
+    // Keys that span no byte (all equal), one, two, three and four bytes: each number of
+    // passes; the narrow spans repeat keys.
+    for span: UInt32 in [0, 3, 255, 1_000, 70_000, (1 << 24) + 5, .max] {
       let keys = (0..<count).map { _ in UInt32.random(in: 0...span, using: &random) &+ 11 }
       let stable = Array(0..<count).sorted { first, second in
         keys[first] != keys[second] ? keys[first] < keys[second] : first < second
       }
-      for threshold in [0, Int.max] {
+      // The radix sort, the standard sort, and whichever the default threshold picks.
+      for threshold in [0, Int.max, _CreationOrder.radixThreshold] {
         var positions = Array(0..<count)
         positions.withUnsafeMutableBufferPointer { positions in
           _CreationOrder.sort(positions, radixFrom: threshold) { keys[$0] }
