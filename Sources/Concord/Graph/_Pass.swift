@@ -373,10 +373,10 @@ extension _Pass {
       let merges = schema.merge != nil && mergeFromDepth == 0
       if schema.isLeaf {
         // A value a layer shows (`.link`, from `_MapCore.show(_:stamp:in:)` only) over an
-        // entity that no parent shows: the claim would record the node, give it the value and
-        // log the write, an event `show` drops; nothing is linked, settled or marked. So the
-        // pass is the record and the value. `isExhaustive` turns this off, so that the
-        // differential tests (`OptimisticModelTests`) run both ways.
+        // entity that no parent shows: the claim would record the node, give it the value, log
+        // the write (an event `show` drops) and mark the node for `end()` to clear; there is
+        // nothing to link or settle. So the pass is the record and the value. `isExhaustive`
+        // turns this off, so that the differential tests (`OptimisticModelTests`) run both ways.
         if nesting == .link && verdict == .accepted && stamp == nil && !isExhaustive
           && !root.hasParents && !root.s.bits.contains(.fresh) && !root.s.flags.contains(.alias)
         {
