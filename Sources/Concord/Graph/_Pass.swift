@@ -315,7 +315,7 @@ struct _PassBuffers {
   /// Empties `buffer`, keeping its capacity, and puts it back in its `slot`.
   @usableFromInline
   static func giveBack<Element>(_ buffer: inout [Element], to slot: inout [Element]) {
-    buffer.removeAll(keepingCapacity: true)
+    buffer.removeAllKeepingCapacity()
     swap(&buffer, &slot)
   }
 }

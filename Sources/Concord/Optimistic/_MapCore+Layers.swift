@@ -11,7 +11,7 @@ extension _MapCore {
     outbox.recordsWrites = false
     defer {
       outbox.recordsWrites = recording
-      outbox.events.removeSubrange(events...)
+      outbox.forgetEvents(after: events)
     }
     if !node.s.stamp._isSame(as: stamp) {
       journal.touch(node, audience)
@@ -59,7 +59,7 @@ extension _MapCore {
     }
     // NB: its buffer kept for the next write: emptied, it gave back its memory, and every
     // write under a pending layer allocated a new one.
-    outbox.written.removeAll(keepingCapacity: true)
+    outbox.written.removeAllKeepingCapacity()
     // NB: each loop borrows the shadows from a copy of the order, as `lowerShadows()` does.
     // The shadows to forget leave the order after the loop, and after its copy (hence the
     // scope): taken out inside it, the first one copied the whole order, which the copy shared.
@@ -169,7 +169,7 @@ extension _MapCore {
       shadow.push(layer.serial)
       layer.nodes.append(node)
     }
-    written.removeAll(keepingCapacity: true)
+    written.removeAllKeepingCapacity()
     swap(&written, &outbox.written)
     // A layer's removal is an ordinary removal: the layers below forget the entity.
     for shadow in layers.order where !shadow.node.isPresent { forget(shadow) }

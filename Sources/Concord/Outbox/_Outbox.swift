@@ -104,8 +104,17 @@ struct _Outbox {
   /// Forgets the events logged and the nodes listed since a transaction's savepoint: it rolled
   /// back.
   mutating func rollBack(toEvents events: Int, written: Int) {
-    if self.events.count > events { self.events.removeSubrange(events...) }
+    forgetEvents(after: events)
     if self.written.count > written { self.written.removeSubrange(written...) }
+  }
+
+  /// Forgets the events logged after the first `count`.
+  ///
+  /// NB: only when there are some: on the empty array a map without a logger keeps, the
+  /// removal allocated a buffer, and `show(_:stamp:in:)` ran it twice per write under a layer.
+  @inlinable
+  mutating func forgetEvents(after count: Int) {
+    if events.count > count { events.removeSubrange(count...) }
   }
 
   /// Whether the write left nothing to log or deliver.

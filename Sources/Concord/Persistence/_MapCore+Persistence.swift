@@ -175,7 +175,7 @@ extension _MapCore {
       pass.run(into: node, payload: value, stamp: nil, call: nil, nesting: .load)
     }
     journal.recordLoaded()
-    if outbox.events.count > events { outbox.events.removeSubrange(events...) }
+    outbox.forgetEvents(after: events)
     if outbox.written.count > written { outbox.written.removeSubrange(written...) }
   }
 
@@ -580,7 +580,7 @@ extension _MapCore {
     if let stamp { node.s.stamp = stamp }
     pass.run(into: node, payload: value, stamp: nil, call: nil, nesting: .load)
     journal.recordLoaded()
-    if outbox.events.count > events { outbox.events.removeSubrange(events...) }
+    outbox.forgetEvents(after: events)
   }
 
   /// Refuses every write of the alias `node`, whose record the store could not read, until
@@ -644,7 +644,7 @@ extension _MapCore {
     journal.noteLoaded(node)
     pass.run(into: node, payload: value, stamp: nil, call: nil, nesting: .load)
     journal.recordLoaded()
-    if outbox.events.count > events { outbox.events.removeSubrange(events...) }
+    outbox.forgetEvents(after: events)
   }
 
   /// The answer record `name` of `T`: from the changes not yet applied, else as the write's

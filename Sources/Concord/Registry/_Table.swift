@@ -446,7 +446,7 @@ final class _Stash<Value>: _AnyStash {
 
   @inlinable init() {
     super.init {
-      unsafeDowncast($0, to: _Stash<Value>.self).values.removeAll(keepingCapacity: true)
+      unsafeDowncast($0, to: _Stash<Value>.self).values.removeAllKeepingCapacity()
     }
   }
 
