@@ -1,9 +1,10 @@
-import Concord
 import ConcordSQLite
 import ConcordTesting
 import Foundation
 import TestSupport
 import Testing
+
+@testable import Concord
 
 // Queries read the store: an entity of a persisted type in the store counts as stored, so a live
 // query opened after a restart shows the cached list before the network answers. The seeded
@@ -48,6 +49,30 @@ struct PersistentQueryTests {
     withExtendedLifetime((odd, byTitle)) {
       #expect(map.statistics.entitiesByType["Issue"] == 4)
     }
+  }
+
+  /// The buckets of the index of `Issue`'s nodes that hold entries before it grows.
+  private func indexCapacity(_ map: IdentityMap) -> Int {
+    map._core.read { map._core.registry.table(for: Issue.self).slots.capacity }
+  }
+
+  @Test func aLoadMakesRoomOnceAndGivesBackWhatItDoesNotKeep() throws {
+    let directory = TemporaryDirectory()
+    var map = try launch(directory.database)
+    map.store((1...1_000).map { Issue.make($0, at: 1, userID: $0 % 100) })
+    try map.flush()
+    map = try launch(directory.database)
+    // A filtered query admits all 1,000 rows, 128 to a write, and keeps 10: the room the
+    // first write made for the 1,000 goes back at the end.
+    let few = map.query(Issue.self, filter: { $0.user.id == 7 })
+    #expect(few.value.count == 10)
+    #expect(indexCapacity(map) < 64, "room for 10 issues, with some to spare")
+    // An unfiltered query keeps them all.
+    let all = map.query(Issue.self)
+    #expect(all.value.count == 1_000)
+    #expect(indexCapacity(map) >= 1_000)
+    map._core._checkInvariants()
+    withExtendedLifetime((few, all)) {}
   }
 
   @Test func aCollectorReadsNothing() throws {

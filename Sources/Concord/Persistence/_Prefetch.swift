@@ -237,6 +237,12 @@ final class _Prefetched<T: Identifiable & Sendable>: _AnyPrefetched {
   override func admitListed(_ count: Int, _ core: _MapCore) -> Bool {
     guard let listed else { return false }
     core.withTable(T.self) { table in
+      // NB: room for every entity listed, made in the first chunk: grown as they came, the
+      // table's index moved all its nodes each time it doubled, and the chunk that grew it
+      // past thousands of nodes held the lock five times as long as the others. What the
+      // admission does not keep (a filtered query's misses) gives the room back at its end
+      // (`admitRestOfKind`).
+      if cursor == 0 { table.slots.reserveCapacity(table.slots.count + listed.count) }
       var admitted = 0
       while admitted < count && cursor < listed.count {
         let id = listed[cursor]
@@ -253,6 +259,7 @@ final class _Prefetched<T: Identifiable & Sendable>: _AnyPrefetched {
   override func admitRestOfKind(_ core: _MapCore) {
     core.withTable(T.self) { table in
       guard listed != nil else { return core.loadAll(into: table) }
+      table.slots.shrinkIfSparse()
       for error in errors { core.outbox.log { .persistenceFailed(error) } }
       for id in persisted.unappliedIDs() where table.node(id) == nil {
         core.load(id, into: table)

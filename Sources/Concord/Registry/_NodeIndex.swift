@@ -320,6 +320,17 @@ struct _NodeIndex<Key: Hashable, Node: AnyObject> {
     if capacity + tombCount > self.capacity { grow(toHold: capacity + tombCount) }
   }
 
+  /// Gives back room that a burst of entries left unused: when the index has four times the
+  /// buckets its entries need, or more, moves them to buffers with room for twice as many.
+  ///
+  /// - Complexity: O(buckets) when it shrinks; O(1) otherwise.
+  @inlinable
+  mutating func shrinkIfSparse() {
+    let entries = count + tombCount
+    guard mask + 1 >= 4 * Self.bucketCount(for: entries) else { return }
+    grow(toHold: 2 * entries)
+  }
+
   /// Takes out every tombstone.
   @inlinable
   mutating func removeAllTombs() {
