@@ -63,6 +63,30 @@ struct LoggerTests {
     withExtendedLifetime(book) {}
   }
 
+  /// A write under optimistic layers lowers and raises every shadowed entity, through passes
+  /// whose events are dropped: the log shows what the write stored, and only that.
+  @Test func aWriteUnderLayersLogsWhatItStoredAndNothingElse() {
+    let logger = RecordingLogger()
+    let map = IdentityMap(logger: logger)
+    let book = map.store(Book(id: "b", title: "T", author: Author(id: 1, name: "A")))
+    let solo = map.store(Author(id: 2, name: "B"))
+    let layer = map.optimistic { transaction in
+      transaction.update(Book.self, id: "b") { $0.title = "layered" }
+      transaction.update(Author.self, id: 2) { $0.name = "layered" }
+    }
+    let before = logger.events.count
+    map.store(Author(id: 2, name: "server"), modifiedAt: 7)
+    map.store(Author(id: 1, name: "server"), modifiedAt: 8)
+    #expect(
+      Array(logger.events[before...]) == [
+        .stored(EntityReference(Author.self, id: 2), modifiedAt: 7),
+        .stored(author, modifiedAt: 8),
+      ])
+    #expect(solo.value.name == "layered" && book.value.title == "layered")
+    layer.rollback()
+    #expect(solo.value.name == "server" && book.value.author.name == "server")
+  }
+
   @Test func theLoggerRunsAfterTheLockIsReleased() {
     let logger = ReentrantLogger()
     let map = IdentityMap(logger: logger)
