@@ -48,7 +48,7 @@ extension _MapCore {
       }
       let queries =
         table.consumers?.queryNodes.filter {
-          unsafeDowncast($0, to: _QueryNode<T>.self).isMember(node)
+          unsafeDowncast($0, to: _QueryNode<T>.self).isMember(node, quick: false)
         }.count ?? 0
       // NB: a shadow holds its entity once, whatever the number of layers over it.
       let shadow = layers.shadows[ObjectIdentifier(node)]

@@ -11,6 +11,10 @@
 // which is the value the write's journal saved (with consumers, every record saves its value).
 // A comparator that is not a strict weak order, or that changes its mind, only costs a linear
 // scan as a fallback: membership is kept in a set, never inferred from the order.
+//
+// A write asks every filtered query of its type whether the entity is a member, and nearly
+// all say no. A small Bloom filter of the members (`_MemberFilter`), which stays in the
+// processor's cache, answers first; only a "perhaps" reaches the set.
 
 /// One member of a query's result.
 @usableFromInline
@@ -55,12 +59,15 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
   #if DEBUG
     /// The members, in the order of `value`.
     @usableFromInline var members: [_QueryMember<T>] = []
-    /// The members' identities, made at the first write that needs them (`isMember(_:)`): a
+    /// The members' identities, made at the first write that needs them (`isMember(_:quick:)`): a
     /// query opened and closed with no write of its type never hashes its members.
     @usableFromInline var memberIDs: Set<ObjectIdentifier>?
+    /// The quick test asked before `memberIDs`, made at the first write that needs it too.
+    @usableFromInline var memberFilter: _MemberFilter?
   #else
     @exclusivity(unchecked) @usableFromInline var members: [_QueryMember<T>] = []
     @exclusivity(unchecked) @usableFromInline var memberIDs: Set<ObjectIdentifier>?
+    @exclusivity(unchecked) @usableFromInline var memberFilter: _MemberFilter?
   #endif
   /// Whether the query is attached to its consumers and holds its members.
   @usableFromInline var isStarted = false
@@ -140,9 +147,19 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
 
   /// Whether `node` is a member; the first call makes the set of the members' identities.
   ///
+  /// - Parameter quick: Whether the member filter answers first (see `_MemberFilter`); the
+  ///   first call that asks makes it. `_Pass.isExhaustive` turns it off.
   /// - Complexity: O(1), and O(members) at the first call.
   @inlinable
-  func isMember(_ node: _EntityNode<T>) -> Bool {
+  func isMember(_ node: _EntityNode<T>, quick: Bool) -> Bool {
+    if quick {
+      if memberFilter == nil {
+        memberFilter = _MemberFilter(
+          members.lazy.map { UInt(bitPattern: $0.node.toOpaque()) }, count: members.count)
+      }
+      let identity = UInt(bitPattern: Unmanaged.passUnretained(node).toOpaque())
+      if !memberFilter.unsafelyUnwrapped.mayContain(identity) { return false }
+    }
     if let memberIDs { return memberIDs.contains(ObjectIdentifier(node)) }
     let made = Set(members.lazy.map { ObjectIdentifier($0.node.takeUnretainedValue()) })
     memberIDs = made
@@ -152,8 +169,8 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
   /// The position of `node` in the result, if it is a member, found with `old`, its value
   /// when the query last saw it.
   @inlinable
-  func position(of node: _EntityNode<T>, old: T?) -> Int? {
-    guard isMember(node) else { return nil }
+  func position(of node: _EntityNode<T>, old: T?, _ core: _MapCore) -> Int? {
+    guard isMember(node, quick: !core.pass.isExhaustive) else { return nil }
     if let old {
       let index = insertionIndex(old, node.sequence)
       if index < members.count && members[index].is(node) { return index }
@@ -171,12 +188,16 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
   func place(_ node: _EntityNode<T>, old: T?, _ kind: _ChangeKind, _ core: _MapCore) {
     let new = node.value
     let sequence = node.sequence
-    guard let index = position(of: node, old: old) else {
+    guard let index = position(of: node, old: old, core) else {
       core.journal.touch(self, core.audience)
       let index = insertionIndex(new, sequence)
       value.insert(new, at: index)
       members.insert(_QueryMember(node), at: index)
       memberIDs?.insert(ObjectIdentifier(node))
+      if memberFilter != nil {
+        memberFilter!.insert(UInt(bitPattern: Unmanaged.passUnretained(node).toOpaque()))
+        if memberFilter!.isWorn(members: members.count) { memberFilter = nil }
+      }
       core.lifetime.hold(node, pinning: core)
       return
     }
@@ -201,11 +222,15 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
   /// Takes `node` out of the result, if it is a member.
   @inlinable
   func drop(_ node: _EntityNode<T>, old: T?, _ core: _MapCore) {
-    guard let index = position(of: node, old: old) else { return }
+    guard let index = position(of: node, old: old, core) else { return }
     core.journal.touch(self, core.audience)
     value.remove(at: index)
     members.remove(at: index)
     memberIDs?.remove(ObjectIdentifier(node))
+    if memberFilter != nil {
+      memberFilter!.departures += 1
+      if memberFilter!.isWorn(members: members.count) { memberFilter = nil }
+    }
     core.dropExternalHold(on: node)
   }
 
@@ -235,6 +260,7 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
     value = positions.map { values[$0] }
     self.members = positions.map { members[$0] }
     memberIDs = nil
+    memberFilter = nil
     for node in nodes { node._withUnsafeGuaranteedRef { core.lifetime.hold($0, pinning: core) } }
     isStarted = true
   }
@@ -254,6 +280,7 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
     let dropped = members
     members = []
     memberIDs = nil
+    memberFilter = nil
     for member in dropped {
       member.node._withUnsafeGuaranteedRef {
         core.dropExternalHold(on: $0)
@@ -277,6 +304,9 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
       }
       guard memberIDs?.contains(ObjectIdentifier(node)) ?? true, node.externalHolds > 0 else {
         return "member \(index) of \(T.self) is not held"
+      }
+      if let memberFilter, !memberFilter.mayContain(UInt(bitPattern: member.node.toOpaque())) {
+        return "member \(index) of \(T.self) is missing from the member filter"
       }
       if let equality, !equality.equal(value[index], node.value) {
         return "member \(index) of \(T.self) differs from the stored value"
