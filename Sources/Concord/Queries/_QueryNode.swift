@@ -244,8 +244,23 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
     // query is told of its first result at commit.
     core.journal.touch(self, core.audience)
     // NB: the nodes stay unmanaged: a strong array of them retains and releases each one.
-    let members = nodes.map { $0._withUnsafeGuaranteedRef { _QueryMember($0) } }
-    let values = nodes.map { $0._withUnsafeGuaranteedRef { $0.value } }
+    // One loop reads each node's sequence number and value and takes its hold: with a loop for
+    // each, as before, each node was reached three times, and with a thousand members each
+    // time from beyond the first-level cache (`query.indexed.open` took a fifth longer).
+    var members: [_QueryMember<T>] = []
+    let values = [T](unsafeUninitializedCapacity: nodes.count) { values, initialized in
+      members = [_QueryMember<T>](unsafeUninitializedCapacity: nodes.count) { members, made in
+        for index in nodes.indices {
+          nodes[index]._withUnsafeGuaranteedRef { node in
+            (members.baseAddress! + index).initialize(to: _QueryMember(node))
+            (values.baseAddress! + index).initialize(to: node.value)
+            core.lifetime.hold(node, pinning: core)
+          }
+        }
+        made = nodes.count
+      }
+      initialized = nodes.count
+    }
     // NB: positions are sorted, not the members and values: a comparison moves two integers.
     var positions = Array(values.indices)
     members.withUnsafeBufferPointer { members in
@@ -261,7 +276,6 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
     self.members = positions.map { members[$0] }
     memberIDs = nil
     memberFilter = nil
-    for node in nodes { node._withUnsafeGuaranteedRef { core.lifetime.hold($0, pinning: core) } }
     isStarted = true
   }
 
