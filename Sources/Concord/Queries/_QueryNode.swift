@@ -59,8 +59,9 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
   #if DEBUG
     /// The members, in the order of `value`.
     @usableFromInline var members: [_QueryMember<T>] = []
-    /// The members' identities, made at the first write that needs them (`isMember(_:quick:)`): a
-    /// query opened and closed with no write of its type never hashes its members.
+    /// The members' identities, made at the first write that needs them
+    /// (`isMember(_:quick:)`): a query opened and closed with no write of its type never hashes
+    /// its members.
     @usableFromInline var memberIDs: Set<ObjectIdentifier>?
     /// The quick test asked before `memberIDs`, made at the first write that needs it too.
     @usableFromInline var memberFilter: _MemberFilter?
