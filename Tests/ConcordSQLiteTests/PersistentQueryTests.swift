@@ -56,23 +56,44 @@ struct PersistentQueryTests {
     map._core.read { map._core.registry.table(for: Issue.self).slots.capacity }
   }
 
-  @Test func aLoadMakesRoomOnceAndGivesBackWhatItDoesNotKeep() throws {
+  /// A load that keeps what it reads makes room for the rest of the kind at its second write,
+  /// once; one that keeps little, or finds the entities in memory, makes none.
+  @Test func aLoadMakesRoomOnceAndOnlyForWhatItKeeps() throws {
     let directory = TemporaryDirectory()
     var map = try launch(directory.database)
     map.store((1...1_000).map { Issue.make($0, at: 1, userID: $0 % 100) })
     try map.flush()
     map = try launch(directory.database)
-    // A filtered query admits all 1,000 rows, 128 to a write, and keeps 10: the room the
-    // first write made for the 1,000 goes back at the end.
+    // A filtered query admits all 1,000 rows, 128 to a write, and keeps 10.
     let few = map.query(Issue.self, filter: { $0.user.id == 7 })
     #expect(few.value.count == 10)
     #expect(indexCapacity(map) < 64, "room for 10 issues, with some to spare")
-    // An unfiltered query keeps them all.
-    let all = map.query(Issue.self)
+    // A query that keeps them all: the filter, called for each entity as the query opens
+    // (the 10 in memory) and as each write admitting rows commits, reads the index's room.
+    // The second write made room for the rows left before loading any, and the index never
+    // grew again.
+    let probe = map
+    let rooms = Locked<[Int]>([])
+    let all = map.query(
+      Issue.self,
+      filter: { _ in
+        rooms.append(probe._core.registry.table(for: Issue.self).slots.capacity)
+        return true
+      })
     #expect(all.value.count == 1_000)
-    #expect(indexCapacity(map) >= 1_000)
+    let seen = rooms.value
+    #expect(seen.count == 1_000)
+    let secondWrite = 10 + _Prefetch.chunk
+    #expect(
+      seen[secondWrite...].allSatisfy { $0 == seen.last && $0 >= 1_000 },
+      "\(Set(seen).sorted())")
+    // Everything in memory: another query loads nothing, and makes no room.
+    let before = indexCapacity(map)
+    let again = map.query(Issue.self, filter: { $0.user.id == 3 })
+    #expect(again.value.count == 10)
+    #expect(indexCapacity(map) == before)
     map._core._checkInvariants()
-    withExtendedLifetime((few, all)) {}
+    withExtendedLifetime((few, all, again)) {}
   }
 
   @Test func aCollectorReadsNothing() throws {

@@ -48,7 +48,7 @@ extension _MapCore {
       }
       let queries =
         table.consumers?.queryNodes.filter {
-          unsafeDowncast($0, to: _QueryNode<T>.self).isMember(node, quick: false)
+          unsafeDowncast($0, to: _QueryNode<T>.self).hasMember(node)
         }.count ?? 0
       // NB: a shadow holds its entity once, whatever the number of layers over it.
       let shadow = layers.shadows[ObjectIdentifier(node)]

@@ -219,6 +219,12 @@ final class _Prefetched<T: Identifiable & Sendable>: _AnyPrefetched {
   /// The entities of `T` the walk of the values to write met that memory lacked, in the order
   /// met; see `_Prefetch.want(visited:of:)`.
   @usableFromInline var visitedMissing: [T.ID] = []
+  /// The writes admitting `listed` so far, the entities of `T` memory held before the first,
+  /// and how many that one loaded: what the second asks to decide whether to make room for
+  /// the rest (`admitListed(_:_:)`).
+  var listedWrites = 0
+  var countBeforeListed = 0
+  var loadedByFirstWrite = 0
 
   @inlinable
   init(_ persisted: _Persisted<T>) {
@@ -237,12 +243,20 @@ final class _Prefetched<T: Identifiable & Sendable>: _AnyPrefetched {
   override func admitListed(_ count: Int, _ core: _MapCore) -> Bool {
     guard let listed else { return false }
     core.withTable(T.self) { table in
-      // NB: room for every entity listed, made in the first chunk: grown as they came, the
-      // table's index moved all its nodes each time it doubled, and the chunk that grew it
-      // past thousands of nodes held the lock five times as long as the others. What the
-      // admission does not keep (a filtered query's misses) gives the room back at its end
+      // NB: room for the rest of the entities listed, made by the second write when the first
+      // kept at least half of what it loaded. Grown as they came, the table's index moved all
+      // its nodes each time it doubled, and the write that grew it past thousands of nodes
+      // held the lock five times as long as the others. A load that keeps little (a filtered
+      // query's misses are released at the end of each write) or finds the entities in memory
+      // makes none; one that stops keeping them gives the room back at its end
       // (`admitRestOfKind`).
-      if cursor == 0 { table.slots.reserveCapacity(table.slots.count + listed.count) }
+      if listedWrites == 0 {
+        countBeforeListed = table.slots.count
+      } else if listedWrites == 1 && loadedByFirstWrite > 0
+        && 2 * (table.slots.count - countBeforeListed) >= loadedByFirstWrite
+      {
+        table.slots.reserveCapacity(table.slots.count + listed.count - cursor)
+      }
       var admitted = 0
       while admitted < count && cursor < listed.count {
         let id = listed[cursor]
@@ -252,6 +266,8 @@ final class _Prefetched<T: Identifiable & Sendable>: _AnyPrefetched {
           admitted += 1
         }
       }
+      if listedWrites == 0 { loadedByFirstWrite = admitted }
+      listedWrites += 1
     }
     return cursor < listed.count
   }

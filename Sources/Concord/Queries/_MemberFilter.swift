@@ -4,16 +4,16 @@
 /// for all but the few queries that hold it the answer is no. The set of members answers
 /// exactly, but its buckets are spread over memory: with 100 queries of 1,000 members, each
 /// answer was a hash and two cache misses (`query.maintain` spent about 40 % of its time
-/// there). This filter keeps 8 bits per member, so a hundred of them fit in the processor's
-/// cache. It answers "surely not" for most entities, and "perhaps" for every member: only
+/// there). This filter keeps 16 bits a member when it is made, and never fewer than 8, so a
+/// hundred of them fit in the processor's cache. It answers "surely not" for most entities, and "perhaps" for every member: only
 /// then is the set asked.
 ///
-/// It is *blocked*: an identity sets two bits of one 64-bit word, so a test reads one word. It
-/// is made with 16 bits a member (about 1.4 % of "perhaps" for a node that is not one). A
-/// member that leaves keeps its bits (a Bloom filter cannot forget), which only makes
+/// It is *blocked*: an identity sets two bits of one 64-bit word, so a test reads one word. With
+/// 16 bits a member, about 2 % of the nodes that are not members get a "perhaps"; with 8, about
+/// 6 %. A member that leaves keeps its bits (a Bloom filter cannot forget), which only makes
 /// "perhaps" more frequent; the query drops the filter, to be made again from its members,
-/// when the members that left since it was made outnumber half the members it was made for, or
-/// when the members come to twice those (8 bits a member, about 5 %).
+/// when more than half the members it was made for left, or when the members come to more
+/// than twice those.
 ///
 /// - Invariant: every member's two bits are set: no false "surely not". `_QueryNode.problem`
 ///   checks it, and `_Pass.isExhaustive` turns the filter off, so that the model-based tests
@@ -22,6 +22,8 @@
 struct _MemberFilter {
   /// The bits, in a power-of-two count of words.
   @usableFromInline var words: [UInt64]
+  /// How many members the filter was made for (at least 4).
+  @usableFromInline let madeFor: Int
   /// How many members left since the filter was made: their bits are still set.
   @usableFromInline var departures = 0
 
@@ -29,8 +31,9 @@ struct _MemberFilter {
   /// members.
   @inlinable
   init<S: Sequence<UInt>>(_ identities: S, count: Int) {
+    madeFor = max(count, 4)
     var size = 1
-    while size * 4 < count { size <<= 1 }
+    while size * 4 < madeFor { size <<= 1 }
     words = Array(repeating: 0, count: size)
     for identity in identities { insert(identity) }
   }
@@ -64,9 +67,9 @@ struct _MemberFilter {
   }
 
   /// Whether the filter should be made again for the query's `count` members: since it was
-  /// made, more than half its members left, or the members doubled.
+  /// made, more than half its members left, or the members more than doubled.
   @inlinable
   func isWorn(members count: Int) -> Bool {
-    departures > 2 * words.count || count > 8 * words.count
+    2 * departures > madeFor || count > 2 * madeFor
   }
 }

@@ -146,6 +146,16 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
     }
   }
 
+  /// Whether `node` is a member, for a reader under the shared lock (`holders(of:)`): it asks
+  /// the set of the members' identities if a write made it, and the members otherwise, and
+  /// changes nothing. (It made the set, as `isMember(_:quick:)` does: two readers at once
+  /// wrote it together.)
+  @inlinable
+  func hasMember(_ node: _EntityNode<T>) -> Bool {
+    if let memberIDs { return memberIDs.contains(ObjectIdentifier(node)) }
+    return members.contains { $0.is(node) }
+  }
+
   /// Whether `node` is a member; the first call makes the set of the members' identities.
   ///
   /// - Parameter quick: Whether the member filter answers first (see `_MemberFilter`); the
@@ -195,10 +205,8 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
       value.insert(new, at: index)
       members.insert(_QueryMember(node), at: index)
       memberIDs?.insert(ObjectIdentifier(node))
-      if memberFilter != nil {
-        memberFilter!.insert(UInt(bitPattern: Unmanaged.passUnretained(node).toOpaque()))
-        if memberFilter!.isWorn(members: members.count) { memberFilter = nil }
-      }
+      memberFilter?.insert(UInt(bitPattern: Unmanaged.passUnretained(node).toOpaque()))
+      if memberFilter?.isWorn(members: members.count) == true { memberFilter = nil }
       core.lifetime.hold(node, pinning: core)
       return
     }
@@ -228,10 +236,8 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
     value.remove(at: index)
     members.remove(at: index)
     memberIDs?.remove(ObjectIdentifier(node))
-    if memberFilter != nil {
-      memberFilter!.departures += 1
-      if memberFilter!.isWorn(members: members.count) { memberFilter = nil }
-    }
+    memberFilter?.departures += 1
+    if memberFilter?.isWorn(members: members.count) == true { memberFilter = nil }
     core.dropExternalHold(on: node)
   }
 

@@ -126,6 +126,36 @@ struct HoldersTests {
     withExtendedLifetime((user, everyone, qs, byName)) {}
   }
 
+  /// `holders(of:id:)` reads under the shared lock: readers on two threads at once must not
+  /// write anything, such as the set of a query's members that no write has needed yet (it
+  /// did; ThreadSanitizer, in CI, reports the race this reaches).
+  @Test("Readers asking at once, of entities queries hold, change nothing")
+  func concurrentReadersOfQueryMembers() async {
+    let map = IdentityMap()
+    let users = map.store((1...200).map { User(id: $0, name: "q\($0)") })
+    let queries = (0..<8).map { index in
+      map.query(User.self, filter: { $0.id % 8 == index })
+    }
+    let counts = await withTaskGroup(of: Int.self) { group in
+      for task in 0..<8 {
+        group.addTask {
+          var total = 0
+          for id in stride(from: 1 + task, through: 200, by: 8) {
+            total += map.holders(of: User.self, id: id)?.queries ?? -1_000
+          }
+          return total
+        }
+      }
+      return await group.reduce(0, +)
+    }
+    #expect(counts == 200, "each user is a member of one query")
+    let made = map._core.read {
+      queries.filter { unsafeDowncast($0._handle.node, to: _QueryNode<User>.self).memberIDs != nil }
+    }
+    #expect(made.isEmpty, "no reader made a query's set of members")
+    withExtendedLifetime((users, queries)) {}
+  }
+
   @Test("The release buffer, alone")
   func buffer() {
     let map = IdentityMap(retention: .keepReleased(4))
