@@ -5,8 +5,8 @@
 /// exactly, but its buckets are spread over memory: with 100 queries of 1,000 members, each
 /// answer was a hash and two cache misses (`query.maintain` spent about 40 % of its time
 /// there). This filter keeps 16 bits a member when it is made, and never fewer than 8, so a
-/// hundred of them fit in the processor's cache. It answers "surely not" for most entities, and "perhaps" for every member: only
-/// then is the set asked.
+/// hundred of them fit in the processor's cache. It answers "surely not" for most entities,
+/// and "perhaps" for every member: only then is the set asked.
 ///
 /// It is *blocked*: an identity sets two bits of one 64-bit word, so a test reads one word. With
 /// 16 bits a member, about 2 % of the nodes that are not members get a "perhaps"; with 8, about
