@@ -254,20 +254,26 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
     // One loop reads each node's sequence number and value and takes its hold: with a loop for
     // each, as before, each node was reached three times, and with a thousand members each
     // time from beyond the first-level cache (`query.indexed.open` took a fifth longer).
+    // NB: not for no nodes: with no capacity, the initializer writes the count of the empty
+    // array all arrays share, and two maps opening empty queries at once race on it
+    // (ThreadSanitizer reported it).
     var members: [_QueryMember<T>] = []
-    let values = [T](unsafeUninitializedCapacity: nodes.count) { values, initialized in
-      members = [_QueryMember<T>](unsafeUninitializedCapacity: nodes.count) { members, made in
-        for index in nodes.indices {
-          nodes[index]._withUnsafeGuaranteedRef { node in
-            (members.baseAddress! + index).initialize(to: _QueryMember(node))
-            (values.baseAddress! + index).initialize(to: node.value)
-            core.lifetime.hold(node, pinning: core)
+    let values =
+      nodes.isEmpty
+      ? []
+      : [T](unsafeUninitializedCapacity: nodes.count) { values, initialized in
+        members = [_QueryMember<T>](unsafeUninitializedCapacity: nodes.count) { members, made in
+          for index in nodes.indices {
+            nodes[index]._withUnsafeGuaranteedRef { node in
+              (members.baseAddress! + index).initialize(to: _QueryMember(node))
+              (values.baseAddress! + index).initialize(to: node.value)
+              core.lifetime.hold(node, pinning: core)
+            }
           }
+          made = nodes.count
         }
-        made = nodes.count
+        initialized = nodes.count
       }
-      initialized = nodes.count
-    }
     // NB: positions are sorted, not the members and values: a comparison moves two integers.
     var positions = Array(values.indices)
     members.withUnsafeBufferPointer { members in
