@@ -88,8 +88,9 @@ final class _Schema<Root>: Sendable {
     unsafeDowncast(erasedAccessors[Int(index)], to: _Accessor<Root>.self)
   }
 
-  /// Whether values of this type hold no nested entity.
-  @inlinable var isLeaf: Bool { accessors.isEmpty }
+  /// Whether values of this type hold no nested entity. NB: asks the type-erased list, whose
+  /// type does not depend on `Root`: unspecialized code asks no metadata for it.
+  @inlinable var isLeaf: Bool { erasedAccessors.isEmpty }
 
   /// Whether a stored value changed: always, unless `Root` is `Equatable` and the values are equal.
   @inlinable

@@ -90,8 +90,11 @@ extension _MapCore {
     guard let persisted = table.persisted, let persistence else { return }
     // NB: read once per write: a failed read is not tried again until the next.
     guard persisted.unreadable.isEmpty || !persisted.unreadable.contains(id) else { return }
-    let key = _RowKey(kind: persisted.kind, id: AnyHashable(id))
-    guard !persistence.loading.contains(key) else { return }
+    // NB: only an aggregate's load can reach itself again (through the entities it nests, in
+    // a cycle); a plain entity's loads nothing else, and is never in `loading`.
+    let nests = !table.schema.isLeaf
+    let key = nests ? _RowKey(kind: persisted.kind, id: AnyHashable(id)) : nil
+    if let key, persistence.loading.contains(key) { return }
     let value: T
     let stamp: Stamp?
     switch persisted.read(id, self, listed: listed) {
@@ -109,6 +112,7 @@ extension _MapCore {
       return
     case .deleted, .unknown: return
     }
+    guard let key else { return admitLoaded(value, stamp: stamp, in: table) }
     persistence.loading.insert(key)
     defer { persistence.loading.remove(key) }
     admitLoaded(value, stamp: stamp, in: table)

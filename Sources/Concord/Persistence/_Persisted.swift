@@ -257,33 +257,60 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
   }
 
   /// What the unapplied changes say of the entity `id`: those of the write under way first.
+  ///
+  /// NB: each step looks only when it has something to look at, and the looking is in
+  /// functions of their own. Unspecialized, as this is, a loop over these rows asks the runtime
+  /// for its types' metadata, and the compiler hoists those requests to the top of the function
+  /// that holds the loop: a cold find, with nothing unapplied, would pay for them all.
   func unapplied(_ id: T.ID) -> _Unapplied<T> {
-    func state(_ row: _Row<T>) -> _Unapplied<T> {
-      if let value = row.value { return .saved(value, row.stamp) }
-      return row.stamp.map { .tombstone($0) } ?? .deleted
-    }
     // NB: the write's own deletions are not in a layer until it commits.
-    if persistence.current.contains(where: {
-      $0.deletes(kind, aliases: false) || ($0 as? _RowRemoval<T>)?.id == id
-    }) {
-      return .deleted
-    }
-    for position in openIndexed..<open.count { openIndex[open[position].id] = position }
-    openIndexed = open.count
-    if let position = openIndex[id] { return state(open[position]) }
+    if !persistence.current.isEmpty && currentDeletes(id) { return .deleted }
+    if !open.isEmpty, let row = openRow(id) { return row }
     if persistence.wipes(kind, aliases: false, in: persistence.open) { return .deleted }
+    guard !inFlight.isEmpty || !stuck.isEmpty else { return .unknown }
+    return unappliedInFlight(id)
+  }
+
+  /// Whether the write under way deleted `id`, or the whole kind.
+  @inline(never)
+  private func currentDeletes(_ id: T.ID) -> Bool {
+    persistence.current.contains {
+      $0.deletes(kind, aliases: false) || ($0 as? _RowRemoval<T>)?.id == id
+    }
+  }
+
+  /// What the open layer's newest row of `id` says, if it has one.
+  @inline(never)
+  private func openRow(_ id: T.ID) -> _Unapplied<T>? {
+    if openIndexed < open.count {
+      for position in openIndexed..<open.count { openIndex[open[position].id] = position }
+      openIndexed = open.count
+    }
+    guard let position = openIndex[id] else { return nil }
+    return Self.state(open[position])
+  }
+
+  /// What the layers in flight, then the rows that did not encode, say of `id`.
+  @inline(never)
+  private func unappliedInFlight(_ id: T.ID) -> _Unapplied<T> {
     for layer in inFlight.indices.reversed() {
       if inFlightIndex[layer] == nil {
         var index: [T.ID: Int] = [:]
         for (position, row) in inFlight[layer].enumerated() { index[row.id] = position }
         inFlightIndex[layer] = index
       }
-      if let position = inFlightIndex[layer]?[id] { return state(inFlight[layer][position]) }
+      if let position = inFlightIndex[layer]?[id] { return Self.state(inFlight[layer][position]) }
       if persistence.wipes(kind, aliases: false, in: persistence.inFlight[layer]) {
         return .deleted
       }
     }
-    return stuck[id].map(state) ?? .unknown
+    return stuck[id].map(Self.state) ?? .unknown
+  }
+
+  /// What `row` says of its entity.
+  private static func state(_ row: _Row<T>) -> _Unapplied<T> {
+    if let value = row.value { return .saved(value, row.stamp) }
+    return row.stamp.map { .tombstone($0) } ?? .deleted
   }
 
   /// The entity `id` as the store has it (the changes not yet applied included): saved, a

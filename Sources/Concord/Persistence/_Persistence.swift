@@ -93,8 +93,8 @@ final class _Persistence: @unchecked Sendable {
     @exclusivity(unchecked) @usableFromInline var rechecksForeseen = false
     @exclusivity(unchecked) @usableFromInline var sparePrefetch: _Prefetch?
   #endif
-  /// The entities being loaded, so that a cycle of persisted aggregates loads each once; see
-  /// `_MapCore.load(_:into:)`.
+  /// The aggregates being loaded, so that a cycle of persisted aggregates loads each once; see
+  /// `_MapCore.load(_:into:)`. Plain entities, which nest nothing, are not noted.
   var loading: Set<_RowKey> = []
   /// The aliases that changed for the store while a prefetch was outstanding, and whether all
   /// of them may have; as `_Persisted.touched` is for entities.

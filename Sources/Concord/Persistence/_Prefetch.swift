@@ -73,7 +73,9 @@ final class _Prefetch: @unchecked Sendable {
   /// What was read of `T`, if anything.
   @inlinable
   func typed<T: Identifiable & Sendable>(_: T.Type) -> _Prefetched<T>? {
-    types[ObjectIdentifier(T.self)].map { unsafeDowncast($0, to: _Prefetched<T>.self) }
+    // NB: not `Optional.map`, which unspecialized code calls as a generic function.
+    guard let found = types[ObjectIdentifier(T.self)] else { return nil }
+    return unsafeDowncast(found, to: _Prefetched<T>.self)
   }
 
   /// Whether some type still has ids, or its whole kind, to read.
@@ -95,7 +97,7 @@ final class _Prefetch: @unchecked Sendable {
   @inlinable
   func want<T: Identifiable & Sendable>(missing id: T.ID, of persisted: _Persisted<T>) {
     let typed = of(persisted)
-    if typed.results[id] == nil { typed.wanted.append(id) }
+    if typed.results.isEmpty || typed.results[id] == nil { typed.wanted.append(id) }
   }
 
   /// Under the map's lock: asks for the entity `id` of `persisted`'s type, which the walk of
@@ -286,18 +288,41 @@ final class _Prefetched<T: Identifiable & Sendable>: _AnyPrefetched {
   }
 
   override func fetchWanted(_ nested: _WantedEntities) {
-    let schema = _Schema<T>.entity
-    var decoded: [T] = []
+    // NB: each step runs only when it has something to do, and does it in a function of its
+    // own. Unspecialized, as this is, a loop asks the runtime for its types' metadata, and the
+    // compiler hoists those requests to the top of the function that holds the loop: a cold
+    // find, which wants one id, would pay for every step's.
     if wantsTombstones {
       wantsTombstones = false
       tombstones = persisted.fetchTombstones()
     }
+    if !wantedAliases.isEmpty { fetchAliases(nested) }
+    if !wantedAnswers.isEmpty { fetchAnswers(nested) }
+    let schema = _Schema<T>.entity
+    // NB: only an aggregate's values are walked for the entities they nest.
+    var decoded: [T]? = schema.isLeaf ? nil : []
+    if wantsAll { fetchAll(into: &decoded) }
+    wantsAll = false
+    if !wanted.isEmpty { fetchIDs(into: &decoded) }
+    guard let decoded, !decoded.isEmpty else { return }
+    let visitor = _NestedVisitor(wanted: nested)
+    for value in decoded { visitor.visitNested(in: value, schema: schema) }
+  }
+
+  /// Reads the aliases wanted, and hands the ids they name to `nested`.
+  @inline(never)
+  private func fetchAliases(_ nested: _WantedEntities) {
     for name in wantedAliases where aliases[name] == nil {
       let fetched = persisted.fetchAlias(name)
       aliases[name] = fetched
       if case .saved(let ids, _) = fetched { nested.want(ids, of: T.self) }
     }
     wantedAliases = []
+  }
+
+  /// Reads the resources' answers wanted, and hands the ids they name to `nested`.
+  @inline(never)
+  private func fetchAnswers(_ nested: _WantedEntities) {
     // NB: a paged list's records are chained (see `_AnswerRecord.swift`): each names the next.
     while let name = wantedAnswers.popLast() {
       guard answers[name] == nil else { continue }
@@ -310,31 +335,36 @@ final class _Prefetched<T: Identifiable & Sendable>: _AnyPrefetched {
         wantedAnswers.append(_AnswerRecord.pageName(of: list, serial: next))
       }
     }
-    if wantsAll, let all = persisted.fetchAll() {
-      var ids: [T.ID] = []
-      ids.reserveCapacity(all.records.count)
-      for (id, fetched) in all.records {
-        guard results[id] == nil else { continue }
-        results[id] = fetched
-        if case .saved(let value, _) = fetched {
-          ids.append(id)
-          decoded.append(value)
-        }
+  }
+
+  /// Reads the whole kind, and its listing; the values read go to `decoded`, unless `nil`.
+  @inline(never)
+  private func fetchAll(into decoded: inout [T]?) {
+    guard let all = persisted.fetchAll() else { return }
+    var ids: [T.ID] = []
+    ids.reserveCapacity(all.records.count)
+    for (id, fetched) in all.records {
+      guard results[id] == nil else { continue }
+      results[id] = fetched
+      if case .saved(let value, _) = fetched {
+        ids.append(id)
+        decoded?.append(value)
       }
-      listed = ids
-      errors = all.errors
     }
-    wantsAll = false
+    listed = ids
+    errors = all.errors
+  }
+
+  /// Reads the ids wanted; the values read go to `decoded`, unless `nil`.
+  @inline(never)
+  private func fetchIDs(into decoded: inout [T]?) {
     let ids = wanted
     wanted = []
     for id in ids where results[id] == nil {
       let fetched = persisted.fetch(id)
       results[id] = fetched
-      if case .saved(let value, _) = fetched { decoded.append(value) }
+      if case .saved(let value, _) = fetched { decoded?.append(value) }
     }
-    guard !schema.accessors.isEmpty else { return }
-    let visitor = _NestedVisitor(wanted: nested)
-    for value in decoded { visitor.visitNested(in: value, schema: schema) }
   }
 }
 
