@@ -83,7 +83,7 @@ extension _MapCore {
     }
   }
 
-  @usableFromInline
+  @inlinable
   func load<T: Identifiable & Sendable>(
     _ id: T.ID, into table: _Table<T>, listed: PersistentRecord? = nil
   ) {
@@ -140,6 +140,7 @@ extension _MapCore {
   /// Brings `value`, loaded from the store with `stamp`, into memory, without writing: see the
   /// top of this file. Its nested entities of persisted types are loaded first; nested
   /// entities in memory keep their values, and the aggregate shows those.
+  @usableFromInline
   func admitLoaded<T: Identifiable & Sendable>(_ value: T, stamp: Stamp?, in table: _Table<T>) {
     let schema = table.schema
     var value = value
@@ -246,6 +247,7 @@ extension _MapCore {
   ///
   /// Every prefetch made is ended by a write admitting it with `ending` (see
   /// `admitting(_:ending:_:)`).
+  @usableFromInline
   func prefetch(_ seed: (_Prefetch, _Persistence) -> Void) -> _Prefetch? {
     guard let persistence, !lock.isHeldByCurrentThread else { return nil }
     let prefetch = _Prefetch()
@@ -418,7 +420,7 @@ extension _MapCore {
   /// A handle on the entity `id` of `T`, loaded from the store if it is persisted and not in
   /// memory, read outside the lock. The node is returned unretained: the handle's hold keeps
   /// it (rule 6 of `_Lifetime.swift`).
-  @usableFromInline
+  @inlinable
   func findLoading<T: Identifiable & Sendable>(_: T.Type, id: T.ID) -> Unmanaged<_Node<T>>? {
     let prefetch = prefetch { prefetch, persistence in
       guard let table = existingTable(for: T.self) else { return }

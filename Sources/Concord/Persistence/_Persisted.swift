@@ -89,12 +89,12 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
   private var openIndex: [T.ID: Int] = [:]
   private var openIndexed = 0
   /// The rows of each layer in flight, in commit order.
-  private var inFlight: [[_Row<T>]] = []
+  @usableFromInline var inFlight: [[_Row<T>]] = []
   /// The position of the newest row of each id in each layer in flight, once a read needed it.
   private var inFlightIndex: [[T.ID: Int]?] = []
   /// Rows the writer could not encode: readable for as long as the map lives, unless a newer
   /// change of the entity is applied.
-  private var stuck: [T.ID: _Row<T>] = [:]
+  @usableFromInline var stuck: [T.ID: _Row<T>] = [:]
   /// The positions of the rows of each layer in flight that did not encode, kept until the
   /// layer is applied. Only on the writer.
   private var unencodable: [[Int]] = []
@@ -262,26 +262,27 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
   /// functions of their own. Unspecialized, as this is, a loop over these rows asks the runtime
   /// for its types' metadata, and the compiler hoists those requests to the top of the function
   /// that holds the loop: a cold find, with nothing unapplied, would pay for them all.
+  @inlinable
   func unapplied(_ id: T.ID) -> _Unapplied<T> {
     // NB: the write's own deletions are not in a layer until it commits.
     if !persistence.current.isEmpty && currentDeletes(id) { return .deleted }
     if !open.isEmpty, let row = openRow(id) { return row }
-    if persistence.wipes(kind, aliases: false, in: persistence.open) { return .deleted }
+    if persistence.openWipes(kind) { return .deleted }
     guard !inFlight.isEmpty || !stuck.isEmpty else { return .unknown }
     return unappliedInFlight(id)
   }
 
   /// Whether the write under way deleted `id`, or the whole kind.
-  @inline(never)
-  private func currentDeletes(_ id: T.ID) -> Bool {
+  @usableFromInline @inline(never)
+  func currentDeletes(_ id: T.ID) -> Bool {
     persistence.current.contains {
       $0.deletes(kind, aliases: false) || ($0 as? _RowRemoval<T>)?.id == id
     }
   }
 
   /// What the open layer's newest row of `id` says, if it has one.
-  @inline(never)
-  private func openRow(_ id: T.ID) -> _Unapplied<T>? {
+  @usableFromInline @inline(never)
+  func openRow(_ id: T.ID) -> _Unapplied<T>? {
     if openIndexed < open.count {
       for position in openIndexed..<open.count { openIndex[open[position].id] = position }
       openIndexed = open.count
@@ -291,8 +292,8 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
   }
 
   /// What the layers in flight, then the rows that did not encode, say of `id`.
-  @inline(never)
-  private func unappliedInFlight(_ id: T.ID) -> _Unapplied<T> {
+  @usableFromInline @inline(never)
+  func unappliedInFlight(_ id: T.ID) -> _Unapplied<T> {
     for layer in inFlight.indices.reversed() {
       if inFlightIndex[layer] == nil {
         var index: [T.ID: Int] = [:]
@@ -325,6 +326,7 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
   ///
   /// - Parameter listed: The store's record of the entity, when the caller has it already
   ///   (`loadAll`).
+  @inlinable
   func read(_ id: T.ID, _ core: _MapCore, listed: PersistentRecord? = nil) -> _Unapplied<T> {
     let unapplied = unapplied(id)
     guard case .unknown = unapplied else { return unapplied }
@@ -339,6 +341,7 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
 
   /// Reads and decodes the store's record of `id`. Calls the store and the decoder only: the
   /// map's lock need not be held.
+  @usableFromInline
   func fetch(_ id: T.ID) -> _Fetched<T> {
     do {
       guard let record = try persistence.store.record(kind: kind, key: ops.encodeID(id)) else {
@@ -375,6 +378,7 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
 
   /// `record` as an entity of `T`: decoded, a tombstone, or what a record that no longer
   /// decodes reads as.
+  @usableFromInline
   func decoded(_ record: PersistentRecord) -> _Fetched<T> {
     if record.isTombstone {
       return record.stamp.map { .tombstone($0, undecodable: nil) } ?? .deleted(undecodable: nil)
@@ -389,7 +393,15 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
 
   /// What the write makes of `fetched`, the entity `id` as read from the store: its failures
   /// are logged, naming the entity.
+  @inlinable
   func admit(_ fetched: _Fetched<T>, _ id: T.ID, _ core: _MapCore) -> _Unapplied<T> {
+    if case .saved(let value, let stamp) = fetched { return .saved(value, stamp) }
+    return admitAbsent(fetched, id, core)
+  }
+
+  /// `admit(_:_:_:)` for what is not a saved record.
+  @usableFromInline
+  func admitAbsent(_ fetched: _Fetched<T>, _ id: T.ID, _ core: _MapCore) -> _Unapplied<T> {
     switch fetched {
     case .saved(let value, let stamp):
       return .saved(value, stamp)
@@ -467,6 +479,7 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
   }
 
   /// Marks `id` as unreadable until the write under way ends.
+  @usableFromInline
   func markUnreadable(_ id: T.ID) {
     if unreadable.isEmpty { persistence.unreadableTypes.append(self) }
     unreadable.insert(id)

@@ -95,7 +95,7 @@ final class _Persistence: @unchecked Sendable {
   #endif
   /// The aggregates being loaded, so that a cycle of persisted aggregates loads each once; see
   /// `_MapCore.load(_:into:)`. Plain entities, which nest nothing, are not noted.
-  var loading: Set<_RowKey> = []
+  @usableFromInline var loading: Set<_RowKey> = []
   /// The aliases that changed for the store while a prefetch was outstanding, and whether all
   /// of them may have; as `_Persisted.touched` is for entities.
   var touchedAliases: Set<String> = []
@@ -591,6 +591,12 @@ final class _Persistence: @unchecked Sendable {
 
   // MARK: Reading
 
+  /// Whether the open layer deletes `kind`'s rows before its own.
+  @usableFromInline
+  func openWipes(_ kind: String) -> Bool {
+    wipes(kind, aliases: false, in: open)
+  }
+
   /// Whether `layer` deletes `kind`'s rows (with `aliases`, its aliases) before its own.
   func wipes(_ kind: String, aliases: Bool, in layer: _StoreLayer) -> Bool {
     layer.wipesEverything
@@ -637,6 +643,7 @@ struct _StoreLayer {
 }
 
 /// What unapplied changes say about a row.
+@usableFromInline
 enum _Unapplied<Value> {
   case saved(Value, Stamp?)
   /// Deleted, leaving a tombstone stamped so (see `TombstonePolicy`).

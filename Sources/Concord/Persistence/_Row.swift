@@ -91,8 +91,15 @@ where T.ID: Codable {
 }
 
 /// An entity of a persisted type, by kind and id: what a load is loading.
+@usableFromInline
 struct _RowKey: Hashable, @unchecked Sendable {
   // NB: @unchecked for `AnyHashable`, which holds an entity id.
-  let kind: String
-  let id: AnyHashable
+  @usableFromInline let kind: String
+  @usableFromInline let id: AnyHashable
+
+  @inlinable
+  init(kind: String, id: AnyHashable) {
+    self.kind = kind
+    self.id = id
+  }
 }
