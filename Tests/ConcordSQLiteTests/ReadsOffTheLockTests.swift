@@ -6,9 +6,10 @@ import Foundation
 import TestSupport
 import Testing
 
-// Readers never wait on the disk: a `find` of a cold entity, a query or `parents(of:id:)` over
-// persisted rows, a write of an entity only the store has, and a restore read the store and
-// decode with no lock of the map held. Each test parks such a load inside the store, on a gate,
+// Readers never wait on the disk: a `find` of a cold entity or of a persisted alias, a query or
+// `parents(of:id:)` over persisted rows, a write of an entity only the store has, a resource or
+// paged list made over a persisted answer, and a restore read the store and decode with no lock
+// of the map held. Each test parks such a load inside the store, on a gate,
 // and shows that another thread's `find` of an entity a handle holds, and its writes, complete
 // meanwhile; then releases the load, and checks what it admitted against what was written in
 // between: a newer write wins, a removal is not undone.
@@ -218,6 +219,32 @@ struct ReadsOffTheLockTests {
       meanwhile: { #expect(map.find(Author.self, id: 1)?.value.name == "held") })
     #expect(Set(parents.value) == Set((1...5).map { EntityReference(Issue.self, id: $0) }))
     withExtendedLifetime((held, user)) {}
+  }
+
+  @Test("A find of a persisted alias reads its record, and what it names, outside the lock")
+  func anAliasParkedInTheStoreBlocksNoReader() throws {
+    let directory = TemporaryDirectory()
+    let inbox = AliasKey<[Issue]>("inbox")
+    do {
+      let map = try launch(directory.database)
+      map.store([Issue.make(3, at: 10), Issue.make(1, at: 10)], named: inbox)
+      try map.flush()
+    }
+    let (map, store) = try Self.launchGated(directory.database)
+    let held = map.store(Author(id: 1, name: "held"))
+    let found = Locked<EntityObserver<[Issue]?>?>(nil)
+    // NB: the first read is the alias's record: read under the lock, it would park there.
+    Self.whileParked(
+      store, { found.withValue { $0 = map.find(named: inbox) } },
+      meanwhile: {
+        #expect(map.find(Author.self, id: 1)?.value.name == "held")
+        // An issue the alias names, written meanwhile with a newer stamp: it wins.
+        map.store(Issue.make(1, title: "newer, meanwhile", at: 20))
+      })
+    let value = try #require(found.value).value
+    #expect(value?.map(\.id) == [3, 1], "the stored alias, in its order")
+    #expect(value?.last?.title == "newer, meanwhile")
+    withExtendedLifetime(held) {}
   }
 
   @Test("A resource made over a persisted answer reads it, and its entities, outside the lock")
