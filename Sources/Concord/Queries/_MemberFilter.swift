@@ -52,6 +52,11 @@ struct _MemberFilter {
     return (word, mask)
   }
 
+  /// The identity the filter keeps for `node`: its address, as `Unmanaged.toOpaque()` gives it
+  /// for a member.
+  @inlinable
+  static func identity(of node: AnyObject) -> UInt { UInt(bitPattern: ObjectIdentifier(node)) }
+
   /// Whether `identity` may be a member: `false` only for a node that is not one.
   @inlinable
   func mayContain(_ identity: UInt) -> Bool {

@@ -168,7 +168,7 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
         memberFilter = _MemberFilter(
           members.lazy.map { UInt(bitPattern: $0.node.toOpaque()) }, count: members.count)
       }
-      let identity = UInt(bitPattern: Unmanaged.passUnretained(node).toOpaque())
+      let identity = _MemberFilter.identity(of: node)
       if !memberFilter.unsafelyUnwrapped.mayContain(identity) { return false }
     }
     if let memberIDs { return memberIDs.contains(ObjectIdentifier(node)) }
@@ -205,7 +205,7 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
       value.insert(new, at: index)
       members.insert(_QueryMember(node), at: index)
       memberIDs?.insert(ObjectIdentifier(node))
-      memberFilter?.insert(UInt(bitPattern: Unmanaged.passUnretained(node).toOpaque()))
+      memberFilter?.insert(_MemberFilter.identity(of: node))
       if memberFilter?.isWorn(members: members.count) == true { memberFilter = nil }
       core.lifetime.hold(node, pinning: core)
       return
