@@ -42,6 +42,10 @@ extension _MapCore {
       "a write left the optimistic layers lowered")
     check(layers.shadows.count == layers.order.count, "the shadows' table and order differ")
     for shadow in layers.order {
+      // NB: the order lists the table's shadows, which `_Layers.shadow(of:)` relies on.
+      check(
+        layers.shadows[ObjectIdentifier(shadow.node)] === shadow,
+        "the order lists a shadow that the shadows' table does not")
       if let problem = shadow.problem() { check(false, problem) }
     }
     let consumers =

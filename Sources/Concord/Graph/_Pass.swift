@@ -372,18 +372,6 @@ extension _Pass {
       let verdict = verdict ?? self.verdict(root, payload, schema, stamp: stamp)
       let merges = schema.merge != nil && mergeFromDepth == 0
       if schema.isLeaf {
-        // A value a layer shows (`.link`, from `_MapCore.show(_:stamp:in:)` only) over an
-        // entity that no parent shows: the claim would record the node, give it the value, log
-        // the write (an event `show` drops) and mark the node for `end()` to clear; there is
-        // nothing to link or settle. So the pass is the record and the value. `isExhaustive`
-        // turns this off, so that the differential tests (`OptimisticModelTests`) run both ways.
-        if nesting == .link && verdict == .accepted && stamp == nil && !isExhaustive
-          && !root.hasParents && !root.s.bits.contains(.fresh) && !root.s.flags.contains(.alias)
-        {
-          withCore { $0.journal.touch(root, $0.audience) }
-          root.value = payload
-          return true
-        }
         // A value holding no nested entity: the pass is its root's claim, kept out of the
         // buffers, and nothing is expanded.
         guard merges && verdict == .accepted && !root.s.bits.contains(.fresh) else {

@@ -347,4 +347,19 @@ extension Array {
     }
     removeAll(keepingCapacity: true)
   }
+
+  /// Removes the elements that `shouldRemove` picks, keeping the others in their order and the
+  /// buffer for the next write.
+  ///
+  /// NB: `removeAll(where:)` that empties the array gives its buffer back, and the next append
+  /// allocates one: the order of the optimistic layers did so on every layer and its rollback.
+  @inlinable
+  mutating func removeAllKeepingCapacity(where shouldRemove: (Element) -> Bool) {
+    var kept = 0
+    for index in indices where !shouldRemove(self[index]) {
+      if index != kept { swapAt(kept, index) }
+      kept += 1
+    }
+    while count > kept { removeLast() }
+  }
 }

@@ -73,7 +73,7 @@ struct _LayerEnd {
 struct _Layers {
   /// The shadowed entities, by node, and in the order they were first shadowed.
   @usableFromInline var shadows: [ObjectIdentifier: _AnyShadow] = [:]
-  var order: [_AnyShadow] = []
+  @usableFromInline var order: [_AnyShadow] = []
   var lastSerial = 0
   /// How many layers are neither committed nor rolled back.
   var pendingCount = 0
@@ -85,6 +85,18 @@ struct _Layers {
   /// Whether any entity is shadowed.
   @inlinable
   var isActive: Bool { mutating get { !shadows.isEmpty } }
+
+  /// The shadow of `node`, if a layer shadows it.
+  ///
+  /// NB: a few shadows are looked for in the order, which lists the same shadows as the table
+  /// between any two changes to them (`_checkInvariants` checks it): most writes under layers
+  /// meet one or two shadows, and comparing a reference or two costs less than hashing one.
+  @inlinable
+  func shadow(of node: _AnyNode) -> _AnyShadow? {
+    guard order.count <= 8 else { return shadows[ObjectIdentifier(node)] }
+    for index in order.indices where order[index].node === node { return order[index] }
+    return nil
+  }
 }
 
 /// One optimistic layer: the entities it wrote, in the order it first wrote them.
@@ -157,22 +169,24 @@ class _AnyShadow {
   final func problem() -> String? { ops.problem(self) }
 }
 
-/// The operations on a shadow that need its entity's type, made by `_Shadow<T>` where `T` is
-/// known, so that what runs on every write from outside (lowering, raising, keeping a value
-/// underneath) runs specialized.
+/// The operations on a shadow that need its entity's type, made where `T` is known, so that
+/// what runs on every write from outside (lowering, raising, keeping a value underneath) runs
+/// specialized. One per entity type, made with its table's hooks and shared by its shadows.
 @usableFromInline
-struct _ShadowOps {
-  @usableFromInline let lower: (_AnyShadow, _MapCore) -> Void
-  @usableFromInline let raise: (_AnyShadow, _MapCore) -> Void
-  @usableFromInline let keepAsBase: (_AnyShadow) -> Void
-  @usableFromInline let push: (_AnyShadow, Int) -> Void
-  @usableFromInline let pop: (_AnyShadow, Int) -> Void
-  @usableFromInline let commit: (_AnyShadow, Int) -> Void
-  @usableFromInline let problem: (_AnyShadow) -> String?
+final class _ShadowOps: Sendable {
+  @usableFromInline let lower: @Sendable (_AnyShadow, _MapCore) -> Void
+  @usableFromInline let raise: @Sendable (_AnyShadow, _MapCore) -> Void
+  @usableFromInline let keepAsBase: @Sendable (_AnyShadow) -> Void
+  @usableFromInline let push: @Sendable (_AnyShadow, Int) -> Void
+  @usableFromInline let pop: @Sendable (_AnyShadow, Int) -> Void
+  @usableFromInline let commit: @Sendable (_AnyShadow, Int) -> Void
+  @usableFromInline let problem: @Sendable (_AnyShadow) -> String?
 
   @inlinable
   init<T: Identifiable & Sendable>(of _: T.Type) {
-    func shadow(_ erased: _AnyShadow) -> _Shadow<T> { unsafeDowncast(erased, to: _Shadow<T>.self) }
+    @Sendable func shadow(_ erased: _AnyShadow) -> _Shadow<T> {
+      unsafeDowncast(erased, to: _Shadow<T>.self)
+    }
     lower = { shadow($0)._lower($1) }
     raise = { shadow($0)._raise($1) }
     keepAsBase = { shadow($0)._keepAsBase() }
@@ -197,10 +211,9 @@ final class _Shadow<T: Identifiable & Sendable>: _AnyShadow {
   #endif
 
   @inlinable
-  init(node: _EntityNode<T>, base: T?, baseStamp: Stamp) {
+  init(node: _EntityNode<T>, base: T?, baseStamp: Stamp, ops: _ShadowOps) {
     self.base = base
-    super.init(
-      node: node, baseExists: base != nil, baseStamp: baseStamp, ops: _ShadowOps(of: T.self))
+    super.init(node: node, baseExists: base != nil, baseStamp: baseStamp, ops: ops)
   }
 
   @inlinable

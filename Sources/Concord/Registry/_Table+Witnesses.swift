@@ -75,6 +75,7 @@ extension _Table {
       let node = entity(node)
       node.table.entomb(node.value.id, stamp: node.s.stamp, core)
     }
+    let shadowOps = _ShadowOps(of: T.self)
     hooks.makeShadow = { node, saved, stamp in
       let node = entity(node)
       let base: T? =
@@ -83,7 +84,7 @@ extension _Table {
         case _JournalEntry.notSaved: node.value
         default: node.table.stash.values[Int(saved)]
         }
-      return _Shadow(node: node, base: base, baseStamp: stamp)
+      return _Shadow(node: node, base: base, baseStamp: stamp, ops: shadowOps)
     }
     return hooks
   }

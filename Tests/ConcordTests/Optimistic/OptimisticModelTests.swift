@@ -11,9 +11,9 @@ import Testing
 // every step, every entity the map shows must be the model's visible value (the newest pending
 // layer's, else underneath), an observer must have been told the visible value when it changed and
 // never otherwise, and the engine's invariants must hold. Each seed runs twice: once on a map
-// that takes the shortcuts, once on one that takes none (`_Pass.isExhaustive`; among them, the
-// pass's shortest path, for a layer's value over an entity that nests nothing and that no parent
-// shows).
+// that takes the shortcuts, once on one that takes none (`_Pass.isExhaustive`; among them,
+// `_MapCore.show`'s shortcut, which shows a value underneath or a layer's value in an entity that
+// nests nothing and that no parent shows without running the pass).
 
 private struct ModelRollback: Error {}
 
