@@ -34,7 +34,9 @@ private struct OptimisticModelRun {
   var tombstones: [Int: Double] = [:]
   var handles: [EntityObserver<Counter>] = []
   var log: [String] = []
-  let ids = 0..<8
+  let ids: Range<Int>
+  /// The most entities the layers shadowed at once, after any step.
+  var mostShadows = 0
   /// What the observer of each id has been told, in order.
   let told = Locked<[Int: [Int]]>([:])
   var subscriptions: [Subscription] = []
@@ -42,8 +44,9 @@ private struct OptimisticModelRun {
   /// How many times the observers of each id had been told, after the last step.
   var toldCounts: [Int: Int] = [:]
 
-  init(seed: UInt64, exhaustive: Bool) {
+  init(seed: UInt64, exhaustive: Bool, entities: Int = 8) {
     random = SeededGenerator(seed: seed)
+    ids = 0..<entities
     map._core.pass.isExhaustive = exhaustive
   }
 
@@ -206,6 +209,7 @@ private struct OptimisticModelRun {
         lastTold[id] = expected?.value
       }
       map._core._checkInvariants()
+      mostShadows = max(mostShadows, shadowCount(map))
     }
     return true
   }
@@ -221,6 +225,22 @@ struct OptimisticModelTests {
     var run = OptimisticModelRun(seed: 0x0971_0000 + seed, exhaustive: exhaustive)
     let passed = run.run(steps: Self.steps)
     #expect(passed)
+    run.layers = []
+    #expect(shadowCount(run.map) == 0, "every layer ended, no shadow left")
+    run.subscriptions = []
+    run.handles = []
+    #expect(run.map.count == 0)
+  }
+
+  /// Over 24 entities, so that the layers shadow more than eight at once: a shadow is then
+  /// found through the shadows' table, not by looking through their order
+  /// (`_Layers.shadow(of:)`), and both ways must give the same answers.
+  @Test(arguments: 0..<4, [false, true])
+  func randomRunOverMoreEntities(seed: UInt64, exhaustive: Bool) {
+    var run = OptimisticModelRun(seed: 0x0972_0000 + seed, exhaustive: exhaustive, entities: 24)
+    let passed = run.run(steps: Self.steps)
+    #expect(passed)
+    #expect(run.mostShadows > 8, "the layers shadowed \(run.mostShadows) entities at most")
     run.layers = []
     #expect(shadowCount(run.map) == 0, "every layer ended, no shadow left")
     run.subscriptions = []
