@@ -118,7 +118,7 @@ extension _MapCore {
           }
         }
       }
-      lifetime.candidates.removeAll(keepingCapacity: true)
+      lifetime.candidates.removeAllKeepingCapacity()
       while lifetime.buffer.overflows, let oldest = lifetime.buffer.evictOldest() {
         // NB: borrowed: the purge hands the table's retain to the write's graveyard.
         oldest._withUnsafeGuaranteedRef { purge($0) }

@@ -89,12 +89,22 @@ final class _Persisted<T: Identifiable & Sendable>: _AnyPersisted, @unchecked Se
   private var openIndex: [T.ID: Int] = [:]
   private var openIndexed = 0
   /// The rows of each layer in flight, in commit order.
-  @usableFromInline var inFlight: [[_Row<T>]] = []
+  #if DEBUG
+    @usableFromInline var inFlight: [[_Row<T>]] = []
+  #else
+    // NB: as `open`; a cold find's inlined checks read it (`unapplied`). (The exclusivity
+    // checks are the thread's own: the writer's reads outside the lock never met them.)
+    @exclusivity(unchecked) @usableFromInline var inFlight: [[_Row<T>]] = []
+  #endif
   /// The position of the newest row of each id in each layer in flight, once a read needed it.
   private var inFlightIndex: [[T.ID: Int]?] = []
   /// Rows the writer could not encode: readable for as long as the map lives, unless a newer
   /// change of the entity is applied.
-  @usableFromInline var stuck: [T.ID: _Row<T>] = [:]
+  #if DEBUG
+    @usableFromInline var stuck: [T.ID: _Row<T>] = [:]
+  #else
+    @exclusivity(unchecked) @usableFromInline var stuck: [T.ID: _Row<T>] = [:]
+  #endif
   /// The positions of the rows of each layer in flight that did not encode, kept until the
   /// layer is applied. Only on the writer.
   private var unencodable: [[Int]] = []
