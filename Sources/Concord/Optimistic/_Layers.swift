@@ -120,6 +120,12 @@ final class _Layer: @unchecked Sendable {
 
 /// What one shadowed entity is underneath, and what each layer over it wrote. The typed part
 /// is `_Shadow<T>`, which provides the operations (`_ShadowOps`).
+///
+/// NB: the values, whose type is the entity's, are not stored properties of `_Shadow<T>` but
+/// live in `storage`, made and destroyed by code specialized for `T`. A generic class's deinit
+/// runs unspecialized, and destroying its generic fields asked the runtime for their types'
+/// metadata (`T?` and `_InlineList<T>`) on every shadow freed: about a ninth of a layer and its
+/// rollback (`optimistic.apply+rollback`).
 @usableFromInline
 class _AnyShadow {
   /// The entity; the shadow holds it (one external hold) while it lives.
@@ -141,13 +147,23 @@ class _AnyShadow {
   #endif
   /// The operations that need the entity's type.
   @usableFromInline let ops: _ShadowOps
+  /// The shadow's `_ShadowValues<T>`, which `_Shadow<T>` reads and writes.
+  @usableFromInline let storage: UnsafeMutableRawPointer
 
   @usableFromInline
-  init(node: _AnyNode, baseExists: Bool, baseStamp: Stamp, ops: _ShadowOps) {
+  init(
+    node: _AnyNode, baseExists: Bool, baseStamp: Stamp, ops: _ShadowOps,
+    storage: UnsafeMutableRawPointer
+  ) {
     self.node = node
     self.baseExists = baseExists
     self.baseStamp = baseStamp
     self.ops = ops
+    self.storage = storage
+  }
+
+  deinit {
+    ops.destroy(storage)
   }
 
   /// Whether the layers are done with the entity: no layer is over it, or it was removed.
@@ -181,6 +197,8 @@ final class _ShadowOps: Sendable {
   @usableFromInline let pop: @Sendable (_AnyShadow, Int) -> Void
   @usableFromInline let commit: @Sendable (_AnyShadow, Int) -> Void
   @usableFromInline let problem: @Sendable (_AnyShadow) -> String?
+  /// Destroys a shadow's values and frees their storage.
+  @usableFromInline let destroy: @Sendable (UnsafeMutableRawPointer) -> Void
 
   @inlinable
   init<T: Identifiable & Sendable>(of _: T.Type) {
@@ -194,26 +212,57 @@ final class _ShadowOps: Sendable {
     pop = { shadow($0)._pop($1) }
     commit = { shadow($0)._commit($1) }
     problem = { shadow($0)._problem() }
+    destroy = { storage in
+      let values = storage.assumingMemoryBound(to: _ShadowValues<T>.self)
+      values.deinitialize(count: 1)
+      values.deallocate()
+    }
   }
+}
+
+/// The values of a shadow of an entity of type `T` (see `_AnyShadow` on why they are kept
+/// apart from it).
+@usableFromInline
+struct _ShadowValues<T> {
+  @usableFromInline var base: T?
+  /// Each layer's value, parallel to the shadow's `entries`.
+  @usableFromInline var values = _InlineList<T>()
+
+  @inlinable
+  init(base: T?) { self.base = base }
 }
 
 /// The shadow of an entity of type `T`.
 @usableFromInline
 final class _Shadow<T: Identifiable & Sendable>: _AnyShadow {
-  // NB: see `_AnyShadow` on exclusivity checks.
-  #if DEBUG
-    @usableFromInline var base: T?
-    /// Each layer's value, parallel to `entries`.
-    @usableFromInline var values = _InlineList<T>()
-  #else
-    @exclusivity(unchecked) @usableFromInline var base: T?
-    @exclusivity(unchecked) @usableFromInline var values = _InlineList<T>()
-  #endif
-
   @inlinable
   init(node: _EntityNode<T>, base: T?, baseStamp: Stamp, ops: _ShadowOps) {
-    self.base = base
-    super.init(node: node, baseExists: base != nil, baseStamp: baseStamp, ops: ops)
+    let values = UnsafeMutablePointer<_ShadowValues<T>>.allocate(capacity: 1)
+    values.initialize(to: _ShadowValues(base: base))
+    super.init(
+      node: node, baseExists: base != nil, baseStamp: baseStamp, ops: ops,
+      storage: UnsafeMutableRawPointer(values))
+  }
+
+  /// The shadow's values. NB: reached through a pointer, so no exclusivity check applies; the
+  /// map's lock makes every access exclusive.
+  @inlinable
+  var typed: UnsafeMutablePointer<_ShadowValues<T>> {
+    storage.assumingMemoryBound(to: _ShadowValues<T>.self)
+  }
+
+  /// The value underneath, if the entity has one.
+  @inlinable
+  var base: T? {
+    get { typed.pointee.base }
+    set { typed.pointee.base = newValue }
+  }
+
+  /// Each layer's value, parallel to `entries`.
+  @inlinable
+  var values: _InlineList<T> {
+    get { typed.pointee.values }
+    _modify { yield &typed.pointee.values }
   }
 
   @inlinable
