@@ -37,6 +37,8 @@ private struct OptimisticModelRun {
   let ids: Range<Int>
   /// The most entities the layers shadowed at once, after any step.
   var mostShadows = 0
+  /// What a step found wrong while it ran.
+  var failures: [String] = []
   /// What the observer of each id has been told, in order.
   let told = Locked<[Int: [Int]]>([:])
   var subscriptions: [Subscription] = []
@@ -158,12 +160,24 @@ private struct OptimisticModelRun {
       }
     case 10:
       // A server transaction that throws after its writes: they went underneath, over the
-      // lowered layers, and none of them stays.
+      // lowered layers, and none of them stays. Before them, it reads every entity: a write
+      // from outside sees what is underneath (an entity only layers created, its layer's
+      // value), as `update` starts from it.
       log.append("server transaction \(id) = \(value), then throws")
+      let ids = ids
+      var seen: [Int: Counter] = [:]
       _ = try? map.transaction { transaction in
+        for id in ids {
+          if let value = transaction.find(Counter.self, id: id)?.value { seen[id] = value }
+        }
         transaction.store(Counter(id: id, value: value), modifiedAt: 100)
         transaction.update(Counter.self, id: id) { $0.value += 1 }
         throw ModelRollback()
+      }
+      for id in ids where seen[id] != (base[id]?.value ?? visible(id)) {
+        failures.append(
+          "a server transaction read \(String(describing: seen[id])) for \(id), expected "
+            + "\(String(describing: base[id]?.value ?? visible(id)))")
       }
     default:
       guard !layers.isEmpty else { return }
@@ -178,6 +192,10 @@ private struct OptimisticModelRun {
   mutating func run(steps: Int) -> Bool {
     for _ in 0..<steps {
       step()
+      if let failure = failures.first {
+        Issue.record("\(failure), after \(log.suffix(10))")
+        return false
+      }
       for id in ids {
         let shown = map.find(Counter.self, id: id)?.value
         let expected = visible(id)
