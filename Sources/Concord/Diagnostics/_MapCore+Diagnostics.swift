@@ -51,7 +51,7 @@ extension _MapCore {
           unsafeDowncast($0, to: _QueryNode<T>.self).hasMember(node)
         }.count ?? 0
       // NB: a shadow holds its entity once, whatever the number of layers over it.
-      let shadow = layers.shadows[ObjectIdentifier(node)]
+      let shadow = layers.shadow(of: node)
       let layerCount = shadow?.entries.count ?? 0
       countHandles(on: node, queries: queries, layers: shadow == nil ? 0 : 1)
       var lists: Set<ObjectIdentifier> = []

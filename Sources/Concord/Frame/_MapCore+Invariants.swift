@@ -40,12 +40,17 @@ extension _MapCore {
     check(
       !audience.underLayers && !outbox.recordsWrites && outbox.written.isEmpty,
       "a write left the optimistic layers lowered")
-    check(layers.shadows.count == layers.order.count, "the shadows' table and order differ")
+    // NB: `_Layers.shadow(of:)` relies on the index listing the order's shadows, past a few.
+    check(
+      layers.index.count == (layers.order.count > _Layers.indexedAbove ? layers.order.count : 0),
+      "the shadows' index lists \(layers.index.count) of \(layers.order.count)")
+    check(
+      Set(layers.order.map { ObjectIdentifier($0.node) }).count == layers.order.count,
+      "an entity has two shadows")
     for shadow in layers.order {
-      // NB: the order lists the table's shadows, which `_Layers.shadow(of:)` relies on.
       check(
-        layers.shadows[ObjectIdentifier(shadow.node)] === shadow,
-        "the order lists a shadow that the shadows' table does not")
+        layers.index.isEmpty || layers.index[ObjectIdentifier(shadow.node)] === shadow,
+        "the order lists a shadow that the shadows' index does not")
       if let problem = shadow.problem() { check(false, problem) }
     }
     let consumers =

@@ -71,9 +71,11 @@ struct _LayerEnd {
 /// The map's optimistic layers.
 @usableFromInline
 struct _Layers {
-  /// The shadowed entities, by node, and in the order they were first shadowed.
-  @usableFromInline var shadows: [ObjectIdentifier: _AnyShadow] = [:]
+  /// The shadowed entities, in the order they were first shadowed.
   @usableFromInline var order: [_AnyShadow] = []
+  /// The shadowed entities by node, while there are more than `indexedAbove` of them; empty
+  /// otherwise (see `shadow(of:)`).
+  @usableFromInline var index: [ObjectIdentifier: _AnyShadow] = [:]
   var lastSerial = 0
   /// How many layers are neither committed nor rolled back.
   var pendingCount = 0
@@ -82,20 +84,47 @@ struct _Layers {
 
   @usableFromInline init() {}
 
+  /// Up to how many shadows are looked for in the order, without an index.
+  @inlinable static var indexedAbove: Int { 8 }
+
   /// Whether any entity is shadowed.
   @inlinable
-  var isActive: Bool { mutating get { !shadows.isEmpty } }
+  var isActive: Bool { !order.isEmpty }
 
   /// The shadow of `node`, if a layer shadows it.
   ///
-  /// NB: a few shadows are looked for in the order, which lists the same shadows as the table
-  /// between any two changes to them (`_checkInvariants` checks it): most writes under layers
-  /// meet one or two shadows, and comparing a reference or two costs less than hashing one.
+  /// NB: a few shadows are looked for in the order: most writes under layers meet one or two
+  /// shadows, and comparing a reference or two costs less than hashing one, and a layer and its
+  /// rollback then insert into and remove from no table. Past `indexedAbove` shadows, the index
+  /// lists the same shadows as the order between any two changes to them (`_checkInvariants`).
   @inlinable
   func shadow(of node: _AnyNode) -> _AnyShadow? {
-    guard order.count <= 8 else { return shadows[ObjectIdentifier(node)] }
-    for index in order.indices where order[index].node === node { return order[index] }
+    guard order.count <= Self.indexedAbove else { return index[ObjectIdentifier(node)] }
+    for position in order.indices where order[position].node === node { return order[position] }
     return nil
+  }
+
+  /// Adds `shadow`, new, after the others.
+  mutating func add(_ shadow: _AnyShadow) {
+    order.append(shadow)
+    guard order.count > Self.indexedAbove else { return }
+    if order.count == Self.indexedAbove + 1 {
+      for shadow in order { index[ObjectIdentifier(shadow.node)] = shadow }
+    } else {
+      index[ObjectIdentifier(shadow.node)] = shadow
+    }
+  }
+
+  /// Takes `shadow` out of the index; the caller takes it out of the order.
+  mutating func unindex(_ shadow: _AnyShadow) {
+    if !index.isEmpty { index[ObjectIdentifier(shadow.node)] = nil }
+  }
+
+  /// Takes the shadows `shouldRemove` picks out of the order, which keeps its buffer, and drops
+  /// the index once the order is short enough to look through.
+  mutating func remove(where shouldRemove: (_AnyShadow) -> Bool) {
+    order.removeAllKeepingCapacity(where: shouldRemove)
+    if order.count <= Self.indexedAbove && !index.isEmpty { index.removeAll() }
   }
 }
 

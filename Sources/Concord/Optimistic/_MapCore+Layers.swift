@@ -81,7 +81,7 @@ extension _MapCore {
         forgot = true
       }
     }
-    if forgot { layers.order.removeAllKeepingCapacity { $0.isSpent } }
+    if forgot { layers.remove { $0.isSpent } }
     for index in layers.order.indices {
       Unmanaged.passUnretained(layers.order[index])._withUnsafeGuaranteedRef { $0.raise(self) }
     }
@@ -101,13 +101,13 @@ extension _MapCore {
   /// Drops `shadow` and its hold on its entity.
   func forget(_ shadow: _AnyShadow) {
     release(shadow)
-    layers.order.removeAllKeepingCapacity { $0 === shadow }
+    layers.remove { $0 === shadow }
   }
 
   /// Drops `shadow` from the shadowed entities, and its hold on its entity, leaving it in the
   /// order of the layers: for a caller that takes it out of the order itself.
   func release(_ shadow: _AnyShadow) {
-    layers.shadows[ObjectIdentifier(shadow.node)] = nil
+    layers.unindex(shadow)
     lifetime.dropExternalHold(on: shadow.node, graveyard: &outbox.graveyard)
   }
 
@@ -157,8 +157,7 @@ extension _MapCore {
           continue
         }
         shadow = made
-        layers.shadows[ObjectIdentifier(node)] = made
-        layers.order.append(made)
+        layers.add(made)
         lifetime.hold(node, pinning: self)
       }
       shadow.push(layer.serial)

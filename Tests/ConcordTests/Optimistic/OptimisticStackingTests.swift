@@ -5,7 +5,7 @@ import Testing
 
 /// The shadows of `map`, for the lifetime checks.
 func shadowCount(_ map: IdentityMap) -> Int {
-  map._core.read { map._core.layers.shadows.count }
+  map._core.read { map._core.layers.order.count }
 }
 
 @Suite("Optimistic layers: applying, stacking, committing, rolling back")
