@@ -45,10 +45,22 @@ extension _MapCore {
   func lowerShadows() {
     audience.underLayers = true
     outbox.recordsWrites = true
-    // NB: each shadow borrowed from the order, which keeps it (rule 7 of `_Lifetime.swift`):
-    // showing a value changes neither the order nor the shadows' table.
-    for index in layers.order.indices {
-      Unmanaged.passUnretained(layers.order[index])._withUnsafeGuaranteedRef { $0.lower(self) }
+    // NB: each shadow borrowed from the order, which keeps it (rule 7 of `_Lifetime.swift`),
+    // without a copy of the order: showing a value only links (`_Nesting.link` creates and
+    // removes no entity), so it forgets no shadow. `eachShadow` stops the program if one
+    // ever did.
+    eachShadow { $0.lower(self) }
+  }
+
+  /// Calls `body` with each shadow, in order, borrowed from the order, for a body that
+  /// changes neither the order nor the shadows in it.
+  @inline(__always)
+  func eachShadow(_ body: (_AnyShadow) -> Void) {
+    let count = layers.order.count
+    for index in 0..<count {
+      Unmanaged.passUnretained(layers.order[index])._withUnsafeGuaranteedRef(body)
+      precondition(
+        layers.order.count == count, "Concord: showing a layer's value changed the layers")
     }
   }
 
@@ -67,24 +79,18 @@ extension _MapCore {
       outbox.written.removeAllKeepingCapacity()
     }
     // NB: each shadow borrowed from the order, as in `lowerShadows()`. The shadows to forget
-    // leave the table in the loop and the order after it: nothing in the loop changes the
-    // order (`show` only links), so the order keeps each until then.
+    // leave the index in the loop and the order after it, which keeps each until then.
     var forgot = false
-    for index in layers.order.indices {
-      Unmanaged.passUnretained(layers.order[index])._withUnsafeGuaranteedRef { shadow in
-        guard shadow.isSpent else { return }
-        // NB: a removal from outside wins over the layers: they forget the entity. A
-        // shadow left with no layer shows its value underneath, which a commit may just
-        // have set.
-        if shadow.node.isPresent { shadow.lower(self) }
-        release(shadow)
-        forgot = true
-      }
+    eachShadow { shadow in
+      guard shadow.isSpent else { return }
+      // NB: a removal from outside wins over the layers: they forget the entity. A shadow
+      // left with no layer shows its value underneath, which a commit may just have set.
+      if shadow.node.isPresent { shadow.lower(self) }
+      release(shadow)
+      forgot = true
     }
     if forgot { layers.remove { $0.isSpent } }
-    for index in layers.order.indices {
-      Unmanaged.passUnretained(layers.order[index])._withUnsafeGuaranteedRef { $0.raise(self) }
-    }
+    eachShadow { $0.raise(self) }
   }
 
   /// Called by a removal: `parents` lost nested entities. Their shadows keep what they show now
