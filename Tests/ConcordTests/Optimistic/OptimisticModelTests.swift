@@ -251,7 +251,7 @@ struct OptimisticModelTests {
   }
 
   /// Over 24 entities, so that the layers shadow more than eight at once: a shadow is then
-  /// found through the shadows' table, not by looking through their order
+  /// found through the shadows' index, not by looking through their order
   /// (`_Layers.shadow(of:)`), and both ways must give the same answers.
   @Test(arguments: 0..<4, [false, true])
   func randomRunOverMoreEntities(seed: UInt64, exhaustive: Bool) {
