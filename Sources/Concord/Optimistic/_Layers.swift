@@ -176,7 +176,9 @@ class _AnyShadow {
   #endif
   /// The operations that need the entity's type.
   @usableFromInline let ops: _ShadowOps
-  /// The shadow's `_ShadowValues<T>`, which `_Shadow<T>` reads and writes.
+  /// The shadow's `_ShadowValues<T>`, which `_Shadow<T>` reads and writes. The shadow owns
+  /// it: `_Shadow.init` allocates and initializes it, and the deinit below destroys and frees
+  /// it, so it lives exactly as long as the shadow.
   @usableFromInline let storage: UnsafeMutableRawPointer
 
   @usableFromInline
