@@ -236,6 +236,15 @@ final class _MapCore: @unchecked Sendable {
     frame.phase = .engine
     if audience.underLayers { raiseShadows() }
     commit()
+    // NB: a commit that left nothing to log, deliver or release after the lock (a write that
+    // changed nothing anyone sees, say one underneath a layer) hands over no outcome: swapping
+    // out its empty parts and releasing them after the lock retained and released each. An
+    // empty outcome holds nothing, so not the map's retain of itself either.
+    if outbox.isIdle && layers.deferred.isEmpty {
+      frame.depth -= 1
+      lock.unlock()
+      return
+    }
     let outcome = outbox.takeOutcome()
     var deferredLayers: [_LayerEnd] = []
     swap(&deferredLayers, &layers.deferred)

@@ -104,6 +104,19 @@ struct _Layers {
     return nil
   }
 
+  /// The shadow of `node`, unretained, if a layer shadows it: for a caller that keeps the
+  /// order and the index as they are while it uses it.
+  @inlinable
+  func unretainedShadow(of node: _AnyNode) -> Unmanaged<_AnyShadow>? {
+    guard order.count <= Self.indexedAbove else {
+      return index[ObjectIdentifier(node)].map { Unmanaged.passUnretained($0) }
+    }
+    for position in order.indices where order[position].node === node {
+      return Unmanaged.passUnretained(order[position])
+    }
+    return nil
+  }
+
   /// Adds `shadow`, new, after the others.
   mutating func add(_ shadow: _AnyShadow) {
     order.append(shadow)
@@ -201,11 +214,11 @@ class _AnyShadow {
   final var isSpent: Bool { entries.isEmpty || !node.isPresent }
 
   /// Shows the value underneath, if the entity has one.
-  final func lower(_ core: _MapCore) { ops.lower(self, core) }
+  final func lower(_ core: _MapCore) { ops.lower(Unmanaged.passUnretained(self), core) }
   /// Shows the newest layer's value.
-  final func raise(_ core: _MapCore) { ops.raise(self, core) }
+  final func raise(_ core: _MapCore) { ops.raise(Unmanaged.passUnretained(self), core) }
   /// Keeps the node's value as the value underneath: a write from outside stored into it.
-  final func keepAsBase() { ops.keepAsBase(self) }
+  final func keepAsBase() { ops.keepAsBase(Unmanaged.passUnretained(self)) }
   /// Records the node's value as layer `serial`'s.
   final func push(_ serial: Int) { ops.push(self, serial) }
   /// Forgets layer `serial`'s value.
@@ -221,9 +234,12 @@ class _AnyShadow {
 /// specialized. One per entity type, made with its table's hooks and shared by its shadows.
 @usableFromInline
 final class _ShadowOps: Sendable {
-  @usableFromInline let lower: @Sendable (_AnyShadow, _MapCore) -> Void
-  @usableFromInline let raise: @Sendable (_AnyShadow, _MapCore) -> Void
-  @usableFromInline let keepAsBase: @Sendable (_AnyShadow) -> Void
+  // NB: the shadow unretained, for the three that run on every write under a layer: the
+  // caller borrows it, and passing the reference itself retained and released it around each
+  // call.
+  @usableFromInline let lower: @Sendable (Unmanaged<_AnyShadow>, _MapCore) -> Void
+  @usableFromInline let raise: @Sendable (Unmanaged<_AnyShadow>, _MapCore) -> Void
+  @usableFromInline let keepAsBase: @Sendable (Unmanaged<_AnyShadow>) -> Void
   @usableFromInline let push: @Sendable (_AnyShadow, Int) -> Void
   @usableFromInline let pop: @Sendable (_AnyShadow, Int) -> Void
   @usableFromInline let commit: @Sendable (_AnyShadow, Int) -> Void
@@ -236,9 +252,9 @@ final class _ShadowOps: Sendable {
     @Sendable func shadow(_ erased: _AnyShadow) -> _Shadow<T> {
       unsafeDowncast(erased, to: _Shadow<T>.self)
     }
-    lower = { shadow($0)._lower($1) }
-    raise = { shadow($0)._raise($1) }
-    keepAsBase = { shadow($0)._keepAsBase() }
+    lower = { erased, core in erased._withUnsafeGuaranteedRef { shadow($0)._lower(core) } }
+    raise = { erased, core in erased._withUnsafeGuaranteedRef { shadow($0)._raise(core) } }
+    keepAsBase = { erased in erased._withUnsafeGuaranteedRef { shadow($0)._keepAsBase() } }
     push = { shadow($0)._push($1) }
     pop = { shadow($0)._pop($1) }
     commit = { shadow($0)._commit($1) }
@@ -292,7 +308,9 @@ final class _Shadow<T: Identifiable & Sendable>: _AnyShadow {
   /// Each layer's value, parallel to `entries`.
   @inlinable
   var values: _InlineList<T> {
-    get { typed.pointee.values }
+    // NB: yielded, not returned: a getter copied the list (and retained what it holds) for
+    // every read of its top, which every raise does.
+    _read { yield typed.pointee.values }
     _modify { yield &typed.pointee.values }
   }
 

@@ -5,14 +5,20 @@ extension _MapCore {
   /// nests: nested occurrences are linked to the entities as they are, and the node shows their
   /// current values. Its parents are patched as for any write. Logs nothing.
   @inlinable
-  func show<T: Identifiable & Sendable>(_ value: T, stamp: Stamp, in node: _EntityNode<T>) {
+  func show<T: Identifiable & Sendable>(
+    _ value: consuming T, stamp: Stamp, in node: _EntityNode<T>
+  ) {
     if !node.s.stamp._isSame(as: stamp) {
       journal.touch(node, audience)
       node.s.stamp = stamp
     }
     // NB: bit for bit the value shown, whatever its type: nothing to do. (A type that is not
     // `Equatable` would otherwise tell its observers of every write from outside.)
-    guard !_identical(node.value, value) else { return }
+    // NB: compared in place, and the value taken (`consuming`) and moved in below: a copy of
+    // either retained and released what it holds, twice per write under a layer.
+    guard !withUnsafeMutablePointer(to: &node.value, { _identical($0.pointee, value) }) else {
+      return
+    }
     // NB: an entity that nests nothing and that no parent shows: the pass would record the
     // node, give it the value, log the write (an event this drops) and mark the node for its
     // end to clear; there is nothing to link or settle. So showing it is the record and the
@@ -22,7 +28,7 @@ extension _MapCore {
       && !node.s.bits.contains(.fresh) && !node.s.flags.contains(.alias)
     {
       journal.touch(node, audience)
-      node.value = value
+      node.value = consume value
       return
     }
     let events = outbox.events.count
@@ -71,8 +77,11 @@ extension _MapCore {
     audience.underLayers = false
     outbox.recordsWrites = false
     if !outbox.written.isEmpty {
+      // NB: the shadow unretained: the order or the index keeps it, and a retain and a
+      // release of it went around each call.
       for index in outbox.written.indices {
-        layers.shadow(of: outbox.written[index])?.keepAsBase()
+        let shadow = layers.unretainedShadow(of: outbox.written[index])
+        shadow?._withUnsafeGuaranteedRef { $0.keepAsBase() }
       }
       // NB: its buffer kept for the next write: emptied, it gave back its memory, and every
       // write under a pending layer allocated a new one.
