@@ -180,6 +180,9 @@ extension _MapCore {
         !buffered || (node.externalHolds == 0 && parents.isEmpty),
         "\(name) is held but still in the release buffer")
     }
+    check(
+      !node.s.flags.contains(.exchanged),
+      "\(name) still holds its value underneath a layer after a write")
     if let problem = node.witness.problem(node, self) { check(false, "\(name): \(problem)") }
   }
 

@@ -147,11 +147,18 @@ extension _Journal {
   mutating func touch(_ node: _AnyNode, _ audience: _Audience) {
     if node.s.journalMark == mark { return }
     let wasPresent = node.isPresent
-    let needsValue =
-      level > 0 || node.hasSubscribers || node.s.flags.contains(.alias)
-      || audience.readsChanges(of: node)
-    let saved = needsValue ? node.witness.saveValue(node, &stashes) : _JournalEntry.notSaved
+    let saved =
+      savesValue(of: node, audience)
+      ? node.witness.saveValue(node, &stashes) : _JournalEntry.notSaved
     append(node, saved: saved, wasPresent: wasPresent)
+  }
+
+  /// Whether `touch(_:_:)` saves `node`'s value: whether anything reads what the node was
+  /// before the write.
+  @inlinable
+  mutating func savesValue(of node: _AnyNode, _ audience: _Audience) -> Bool {
+    level > 0 || node.hasSubscribers || node.s.flags.contains(.alias)
+      || audience.readsChanges(of: node)
   }
 
   /// Keeps `value` aside in `stash` for the write under way, and returns where: a claim's
@@ -208,8 +215,14 @@ extension _Journal {
   /// `created` by this write), can be published as it is made, skipping the journal: only a
   /// value holding no nested entity, whose node no parent shows, written in the `outermost`
   /// write while it has recorded nothing else (so that nothing later in it can touch the node
-  /// again), when no consumer reads its type's changes from the journal, and never under
-  /// optimistic layers, which roll the write back into them before it commits. Returns the
+  /// again), when no consumer reads its type's changes from the journal. Not under optimistic
+  /// layers, which roll the write back into them before it commits, but for a node whose
+  /// shadow exchanged its value for the one underneath (see `_Shadow._lower(_:)`), when no
+  /// subscriber would be told the value underneath (implied today: the lowering of a node
+  /// with subscribers records it, so the journal is not empty) and no type is persisted (the
+  /// store would be handed the value underneath, where a journaled commit hands over the
+  /// visible one; `PersistentOptimisticTests`): the write changes nothing anyone sees, and
+  /// raising the node gives it back what it showed. Returns the
   /// change to publish then: `.inserted` for a node the write created, `.updated` otherwise
   /// (see `_Pass.run(into:...)`); `nil` when the journal records the write.
   /// (A persisted type's change is handed to persistence as it is published: see
@@ -220,7 +233,10 @@ extension _Journal {
   ) -> _ChangeKind? {
     guard
       schema.isLeaf && !node.hasParents && outermost && entries.isEmpty
-        && !audience.underLayers && !audience.readsChanges(of: node)
+        && !audience.readsChanges(of: node)
+        && (!audience.underLayers
+          || (node.s.flags.contains(.exchanged) && !node.hasSubscribers
+            && audience.persistedTypes == 0))
     else { return nil }
     return created ? .inserted : .updated
   }

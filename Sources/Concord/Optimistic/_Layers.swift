@@ -180,12 +180,17 @@ class _AnyShadow {
     @usableFromInline var baseStamp: Stamp
     /// The layers over the entity, oldest first, with the stamp the entity had after each.
     @usableFromInline var entries = _InlineList<(serial: Int, stamp: Stamp)>()
+    /// Whether the write under way lowered the entity by exchanging values (see
+    /// `_Shadow._lower(_:)`): the node holds the value underneath, and the shadow's slot for it
+    /// the value the node showed, its newest layer's. Never between writes.
+    @usableFromInline var isExchanged = false
   #else
     @exclusivity(unchecked) @usableFromInline var baseExists: Bool
     @exclusivity(unchecked) @usableFromInline var baseStamp: Stamp
     @exclusivity(unchecked) @usableFromInline var entries = _InlineList<
       (serial: Int, stamp: Stamp)
     >()
+    @exclusivity(unchecked) @usableFromInline var isExchanged = false
   #endif
   /// The operations that need the entity's type.
   @usableFromInline let ops: _ShadowOps
@@ -317,33 +322,94 @@ final class _Shadow<T: Identifiable & Sendable>: _AnyShadow {
   @inlinable
   var entity: _EntityNode<T> { unsafeDowncast(node, to: _EntityNode<T>.self) }
 
+  /// Shows the value underneath. An entity that `show` would give its value directly (a leaf no
+  /// parent shows) exchanges it with the shadow's: the node takes the value underneath, and
+  /// the shadow keeps the value the node showed until `_raise(_:)` exchanges them back.
+  /// Neither value is copied, so neither is retained or released, and raising takes no copy
+  /// of the newest layer's value either: it is the one the node gets back.
   @inlinable
   func _lower(_ core: _MapCore) {
-    guard let base else { return }
-    core.show(base, stamp: baseStamp, in: entity)
+    _settleExchange()
+    guard typed.pointee.base != nil else { return }
+    // NB: the node borrowed (the shadow holds it): retained, it was retained three times and
+    // released three times around the calls below.
+    Unmanaged.passUnretained(entity)._withUnsafeGuaranteedRef { node in
+      // NB: a shadow no layer is over any more shows its value underneath for good, as it
+      // goes.
+      guard core.showsInPlace(node) && !entries.isEmpty else {
+        return core.show(typed.pointee.base.unsafelyUnwrapped, stamp: baseStamp, in: node)
+      }
+      // NB: recorded only if the record keeps the value it shows now, for a rollback or for
+      // someone who compares with it. Otherwise a record tells nobody anything: the write may
+      // not touch the entity at all, and raising it gives it back bit for bit what it had; or
+      // it stores into it, and the pass records it then, with the same outcome (a change
+      // nobody compares). A layer that ends in the write changes what it shows: `finish`
+      // records it then.
+      if core.journal.savesValue(of: node, core.audience) {
+        core.journal.touch(node, core.audience)
+      }
+      node.s.stamp = baseStamp
+      swap(&node.value, &typed.pointee.base!)
+      isExchanged = true
+      node.s.flags.insert(.exchanged)
+    }
   }
 
+  /// Shows the newest layer's value. An exchanged entity gets back the value it showed, its
+  /// newest layer's (every change to the layers over it first ends the exchange), and the
+  /// shadow the node's value as the value underneath, the one a write stored or the one it
+  /// had: `keepAsBase` leaves an exchanged shadow alone. An entity that a parent came to
+  /// nest during the write ends the exchange and is shown as any other, so that its parents
+  /// are patched.
   @inlinable
   func _raise(_ core: _MapCore) {
+    if isExchanged {
+      let exchangedBack = Unmanaged.passUnretained(entity)._withUnsafeGuaranteedRef { node in
+        guard core.showsInPlace(node) else { return false }
+        isExchanged = false
+        node.s.flags.remove(.exchanged)
+        swap(&node.value, &typed.pointee.base!)
+        baseStamp = node.s.stamp
+        node.s.stamp = entries.last.unsafelyUnwrapped.stamp
+        return true
+      }
+      if exchangedBack { return }
+      _settleExchange()
+    }
     guard let value = values.last, let entry = entries.last else { return }
     core.show(value, stamp: entry.stamp, in: entity)
   }
 
   @inlinable
   func _keepAsBase() {
+    // NB: raising it exchanges the values back, which keeps the node's as the value underneath.
+    guard !isExchanged else { return }
     base = entity.value
     baseStamp = node.s.stamp
     baseExists = true
   }
 
+  /// Ends an exchange (see `_lower(_:)`) before anything else reads or changes the shadow: the
+  /// node's value, the value underneath during the write, is copied to the shadow, which then
+  /// holds what a lowering by copy would have left.
+  @inlinable
+  func _settleExchange() {
+    guard isExchanged else { return }
+    isExchanged = false
+    node.s.flags.remove(.exchanged)
+    _keepAsBase()
+  }
+
   @inlinable
   func _push(_ serial: Int) {
+    _settleExchange()
     entries.append((serial, node.s.stamp))
     values.append(entity.value)
   }
 
   @inlinable
   func _pop(_ serial: Int) {
+    _settleExchange()
     guard let index = entries.firstIndex(where: { $0.serial == serial }) else { return }
     entries.remove(at: index)
     values.remove(at: index)
@@ -353,6 +419,9 @@ final class _Shadow<T: Identifiable & Sendable>: _AnyShadow {
   func _problem() -> String? {
     guard node.isPresent, node.externalHolds > 0 else {
       return "a shadowed \(T.self) is not stored, or not held"
+    }
+    guard !isExchanged && !node.s.flags.contains(.exchanged) else {
+      return "a shadow of \(T.self) is still exchanged after a write"
     }
     guard let top = values.last, values.count == entries.count else {
       return "a shadow of \(T.self) has no layer"
@@ -367,6 +436,7 @@ final class _Shadow<T: Identifiable & Sendable>: _AnyShadow {
 
   @inlinable
   func _commit(_ serial: Int) {
+    _settleExchange()
     guard let index = entries.firstIndex(where: { $0.serial == serial }) else { return }
     let stamp = entries[index].stamp
     // NB: the stamp the entity had after the layer's write: the one that write gave, or, if it

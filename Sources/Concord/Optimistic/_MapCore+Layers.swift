@@ -22,11 +22,8 @@ extension _MapCore {
     // NB: an entity that nests nothing and that no parent shows: the pass would record the
     // node, give it the value, log the write (an event this drops) and mark the node for its
     // end to clear; there is nothing to link or settle. So showing it is the record and the
-    // value. `isExhaustive` turns this off, so that the differential tests
-    // (`OptimisticModelTests`) run both ways.
-    if !pass.isExhaustive && node.s.flags.contains(.leaf) && !node.hasParents
-      && !node.s.bits.contains(.fresh) && !node.s.flags.contains(.alias)
-    {
+    // value (see `showsInPlace(_:)`).
+    if showsInPlace(node) {
       journal.touch(node, audience)
       node.value = consume value
       return
@@ -41,6 +38,15 @@ extension _MapCore {
     pass.run(
       into: node, payload: value, stamp: nil, call: nil, verdict: .accepted, nesting: .link,
       mergeFromDepth: 1)
+  }
+
+  /// Whether `show` gives `node` its value directly, with no pass: an entity that nests
+  /// nothing and that no parent shows (see `show(_:stamp:in:)`). `isExhaustive` turns this
+  /// off, so that the differential tests (`OptimisticModelTests`) run both ways.
+  @inlinable
+  func showsInPlace(_ node: _AnyNode) -> Bool {
+    !pass.isExhaustive && node.s.flags.contains(.leaf) && !node.hasParents
+      && !node.s.bits.contains(.fresh) && !node.s.flags.contains(.alias)
   }
 
   // MARK: Writes from outside the layers
@@ -80,8 +86,9 @@ extension _MapCore {
       // NB: the shadow unretained: the order or the index keeps it, and a retain and a
       // release of it went around each call.
       for index in outbox.written.indices {
+        // NB: an exchanged entity's value becomes the one underneath when it is raised.
         let shadow = layers.unretainedShadow(of: outbox.written[index])
-        shadow?._withUnsafeGuaranteedRef { $0.keepAsBase() }
+        shadow?._withUnsafeGuaranteedRef { if !$0.isExchanged { $0.keepAsBase() } }
       }
       // NB: its buffer kept for the next write: emptied, it gave back its memory, and every
       // write under a pending layer allocated a new one.
@@ -195,6 +202,10 @@ extension _MapCore {
     layers.pendingCount -= 1
     for node in layer.nodes {
       guard let shadow = layers.shadow(of: node) else { continue }
+      // NB: the entity will not show what it showed before the write, which its lowering by
+      // exchange did not record when nobody compared with it (see `_Shadow._lower(_:)`): the
+      // store, at least, must hear of it.
+      if shadow.isExchanged { journal.touch(node, audience) }
       if commit { shadow.commit(layer.serial) }
       shadow.pop(layer.serial)
       if shadow.entries.isEmpty && !shadow.baseExists && node.isPresent {

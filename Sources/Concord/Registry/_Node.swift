@@ -35,6 +35,9 @@ struct _NodeFlags: OptionSet, Sendable {
   /// The node is an entity whose type holds no nested entity: a pass has nothing to expand in
   /// its claims. NB: a flag, for the same reason as `mergeable`.
   @inlinable static var leaf: _NodeFlags { _NodeFlags(rawValue: 1 << 11) }
+  /// For the write under way, an optimistic layer's shadow exchanged the node's value for the
+  /// one underneath (see `_Shadow._lower(_:)`). Never set between writes.
+  @inlinable static var exchanged: _NodeFlags { _NodeFlags(rawValue: 1 << 12) }
 }
 
 /// Flags that only mean something during one pass of the graph (one claims-apply-settle run,

@@ -70,4 +70,26 @@ struct OptimisticAggregateTests {
     #expect(map.find(GitHubLabel.self, id: 9) == nil, "only the layer created it")
     map._core._checkInvariants()
   }
+
+  // Ged is shadowed while nothing nests him, so a write from outside lowers him without a pass
+  // (his value and the one underneath are exchanged, then exchanged back). The server's write
+  // here makes an issue his parent: raising him must patch the issue with his layer's value.
+  @Test(
+    "an entity a layer shadows, nested by an aggregate the server stores, shows its layer's value in it",
+    arguments: [false, true])
+  func nestedUnderTheLayer(exhaustive: Bool) throws {
+    let map = IdentityMap()
+    map._core.pass.isExhaustive = exhaustive
+    let ged = map.store(GitHubUser(id: 7, login: "ged", avatarURL: "https://avatars.example/7"))
+    let rename = map.optimistic { $0.update(GitHubUser.self, id: 7) { $0.login = "sparrowhawk" } }
+    let issue = map.store(try Recorded.decode(GitHubIssue.self, Recorded.retitledHook))
+    #expect(issue.value.user.login == "sparrowhawk")
+    #expect(issue.value.assignees.map(\.login) == ["sparrowhawk", "tenar"])
+    #expect(ged.value.login == "sparrowhawk")
+    map._core._checkInvariants()
+    rename.rollback()
+    #expect(issue.value.user.login == "ged")
+    #expect(ged.value.login == "ged")
+    map._core._checkInvariants()
+  }
 }
