@@ -15,7 +15,9 @@
 //
 // Lowering and raising show a value in a node without writing the entities it nests
 // (`show(_:in:)`: the nested occurrences only link), so that an aggregate shows its layer's or
-// its underneath value over its nested entities' own visible values.
+// its underneath value over its nested entities' own visible values. An entity that nests
+// nothing and that no parent shows is lowered by exchanging its value with the shadow's value
+// underneath, and raised by exchanging them back (`_Shadow._lower(_:)`): no value is copied.
 
 /// A list that keeps its first element inline, for the lists of the layers: most layers write
 /// one entity, and most shadowed entities have one layer over them, so a list of one allocates

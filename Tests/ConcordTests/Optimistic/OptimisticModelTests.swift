@@ -13,7 +13,8 @@ import Testing
 // never otherwise, and the engine's invariants must hold. Each seed runs twice: once on a map
 // that takes the shortcuts, once on one that takes none (`_Pass.isExhaustive`; among them,
 // `_MapCore.show`'s shortcut, which shows a value underneath or a layer's value in an entity that
-// nests nothing and that no parent shows without running the pass).
+// nests nothing and that no parent shows without running the pass, and the lowering of such an
+// entity by exchanging values, `_Shadow._lower`).
 
 private struct ModelRollback: Error {}
 

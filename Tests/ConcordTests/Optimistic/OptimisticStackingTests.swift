@@ -90,4 +90,33 @@ struct OptimisticStackingTests {
       }
     }
   }
+
+  // Counter nests nothing and nothing nests it, so the writes that end the layers lower it by
+  // exchanging its value with the one underneath (`_Shadow._lower`), unless the map takes no
+  // shortcuts. Ending the newest layer in such a write changes what raising must show.
+  @Test(
+    "ending the newest of two layers over an entity shows the older one's, over a server write",
+    arguments: [false, true])
+  func endTheNewestOfTwo(exhaustive: Bool) {
+    let map = IdentityMap()
+    map._core.pass.isExhaustive = exhaustive
+    let counter = map.store(Counter(id: 1, value: 10))
+    let first = map.optimistic { $0.update(Counter.self, id: 1) { $0.value = 11 } }
+    let second = map.optimistic { $0.update(Counter.self, id: 1) { $0.value = 12 } }
+    map.store(Counter(id: 1, value: 20))
+    #expect(counter.value.value == 12, "the server's write goes underneath")
+    second.rollback()
+    #expect(counter.value.value == 11)
+    map._core._checkInvariants()
+    first.rollback()
+    #expect(counter.value.value == 20)
+    let third = map.optimistic { $0.update(Counter.self, id: 1) { $0.value = 31 } }
+    let fourth = map.optimistic { $0.update(Counter.self, id: 1) { $0.value = 32 } }
+    fourth.commit()
+    #expect(counter.value.value == 31, "the older layer stays over what the newer committed")
+    third.rollback()
+    #expect(counter.value.value == 32, "the newer layer was committed underneath")
+    #expect(shadowCount(map) == 0)
+    map._core._checkInvariants()
+  }
 }
