@@ -129,6 +129,11 @@ extension _MapCore {
   /// Drops `shadow` from the shadowed entities, and its hold on its entity, leaving it in the
   /// order of the layers: for a caller that takes it out of the order itself.
   func release(_ shadow: _AnyShadow) {
+    // NB: an entity whose value the write exchanged (see `_Shadow._lower(_:)`) keeps the
+    // value underneath, as a lowering by copy leaves it: a removed one, say, which a handle
+    // may keep.
+    shadow.isExchanged = false
+    shadow.node.s.flags.remove(.exchanged)
     layers.unindex(shadow)
     lifetime.dropExternalHold(on: shadow.node, graveyard: &outbox.graveyard)
   }

@@ -24,6 +24,10 @@ struct OptimisticRemovalTests {
     map.remove(Job.self, id: 1)
     #expect(job.isRemoved)
     #expect(shadowCount(map) == 0)
+    // The write lowered the job by exchanging its value (it nests nothing, nothing nests it),
+    // and the removal ended the shadow: the removed node, which the handle keeps, must not
+    // stay marked as exchanged.
+    #expect(!map._core.read { job._handle.node.s.flags.contains(.exchanged) })
     layer.rollback()
     #expect(map.find(Job.self, id: 1) == nil)
     layer.commit()
