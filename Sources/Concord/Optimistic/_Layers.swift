@@ -106,8 +106,9 @@ struct _Layers {
     return nil
   }
 
-  /// The shadow of `node`, unretained, if a layer shadows it: for a caller that keeps the
-  /// order and the index as they are while it uses it.
+  /// The shadow of `node`, unretained, if a layer shadows it: the order (and, past a few, the
+  /// index) holds it while it is listed, so it is for a caller that keeps both as they are
+  /// while it uses it.
   @inlinable
   func unretainedShadow(of node: _AnyNode) -> Unmanaged<_AnyShadow>? {
     guard order.count <= Self.indexedAbove else {
@@ -215,6 +216,14 @@ class _AnyShadow {
 
   deinit {
     ops.destroy(storage)
+  }
+
+  /// Marks the shadow and its node as exchanged for the write under way (see
+  /// `_Shadow._lower(_:)`), or no longer: both at once, so that they never disagree.
+  @inlinable
+  final func markExchanged(_ exchanged: Bool) {
+    isExchanged = exchanged
+    if exchanged { node.s.flags.insert(.exchanged) } else { node.s.flags.remove(.exchanged) }
   }
 
   /// Whether the layers are done with the entity: no layer is over it, or it was removed.
@@ -352,8 +361,7 @@ final class _Shadow<T: Identifiable & Sendable>: _AnyShadow {
       }
       node.s.stamp = baseStamp
       swap(&node.value, &typed.pointee.base!)
-      isExchanged = true
-      node.s.flags.insert(.exchanged)
+      markExchanged(true)
     }
   }
 
@@ -368,8 +376,7 @@ final class _Shadow<T: Identifiable & Sendable>: _AnyShadow {
     if isExchanged {
       let exchangedBack = Unmanaged.passUnretained(entity)._withUnsafeGuaranteedRef { node in
         guard core.showsInPlace(node) else { return false }
-        isExchanged = false
-        node.s.flags.remove(.exchanged)
+        markExchanged(false)
         swap(&node.value, &typed.pointee.base!)
         baseStamp = node.s.stamp
         node.s.stamp = entries.last.unsafelyUnwrapped.stamp
@@ -397,8 +404,7 @@ final class _Shadow<T: Identifiable & Sendable>: _AnyShadow {
   @inlinable
   func _settleExchange() {
     guard isExchanged else { return }
-    isExchanged = false
-    node.s.flags.remove(.exchanged)
+    markExchanged(false)
     _keepAsBase()
   }
 

@@ -15,7 +15,7 @@ extension _MapCore {
     // NB: bit for bit the value shown, whatever its type: nothing to do. (A type that is not
     // `Equatable` would otherwise tell its observers of every write from outside.)
     // NB: compared in place, and the value taken (`consuming`) and moved in below: a copy of
-    // either retained and released what it holds, twice per write under a layer.
+    // either retained and released what it holds, on every lowering and raising by copy.
     guard !withUnsafeMutablePointer(to: &node.value, { _identical($0.pointee, value) }) else {
       return
     }
@@ -132,8 +132,7 @@ extension _MapCore {
     // NB: an entity whose value the write exchanged (see `_Shadow._lower(_:)`) keeps the
     // value underneath, as a lowering by copy leaves it: a removed one, say, which a handle
     // may keep.
-    shadow.isExchanged = false
-    shadow.node.s.flags.remove(.exchanged)
+    shadow.markExchanged(false)
     layers.unindex(shadow)
     lifetime.dropExternalHold(on: shadow.node, graveyard: &outbox.graveyard)
   }
