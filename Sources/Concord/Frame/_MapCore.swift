@@ -154,6 +154,14 @@ final class _MapCore: @unchecked Sendable {
     lowering: Bool = true, afterWaitingReaders: Bool = false, _ body: () throws -> R
   ) rethrows -> R {
     if afterWaitingReaders { lock.lockAfterWaitingReaders() } else { lock.lock() }
+    return try writeHoldingLock(lowering: lowering, body)
+  }
+
+  /// Runs `body` as ``write(lowering:afterWaitingReaders:_:)`` does, for a caller that took the
+  /// lock for it: the write gives that hold back when it ends. For a caller that looks at the
+  /// map under the lock before it decides to write (`end(_:commit:answer:)`).
+  @inlinable
+  func writeHoldingLock<R>(lowering: Bool, _ body: () throws -> R) rethrows -> R {
     if frame.depth > 0 && frame.phase == .engine { _writeInTheMiddleOfAWrite() }
     frame.depth += 1
     let phase = frame.phase

@@ -81,6 +81,9 @@ public final class OptimisticLayer: Sendable {
   }
 
   deinit {
+    // NB: asked here too, so that a handle dropped after its `rollback()` or `commit()` does not
+    // even pass the layer and the map to `end`, which retained both around the call.
+    guard !layer.hasEnded else { return }
     core.end(layer, commit: false)
   }
 
@@ -135,6 +138,6 @@ public final class OptimisticLayer: Sendable {
 
   /// Whether the layer is neither committed nor rolled back.
   public var isPending: Bool {
-    core.read { layer.isPending }
+    !layer.hasEnded
   }
 }

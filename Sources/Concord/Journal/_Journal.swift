@@ -89,13 +89,24 @@ struct _Journal {
 
 /// Where each node's first record is in a write's journal: its state before the write.
 ///
-/// NB: a list ordered by node and searched by halves, not a dictionary: it is made for each
-/// optimistic layer, which usually writes a few entities, and a dictionary cost an allocation
-/// and a hash per record more (`optimistic.apply+rollback`).
+/// NB: a few records are looked through in order: most optimistic layers write one entity
+/// or a few, and the list below cost an allocation and a sort for each
+/// (`optimistic.apply+rollback`). Past `scanningUpTo` records, a list ordered by node is searched
+/// by halves, not a dictionary, which cost an allocation and a hash per record more.
 struct _FirstRecords {
+  private let entries: [_JournalEntry]
+  /// The first records by node, when there are more records than the caller would look through;
+  /// empty otherwise.
   private var byNode: [(node: ObjectIdentifier, index: Int)] = []
+  private let scans: Bool
 
-  init(_ entries: [_JournalEntry]) {
+  /// Finds the first records in `entries`, looking through at most `scanningUpTo` of them in
+  /// order for each node (`_Pass.isExhaustive` asks for none, so that the differential tests
+  /// search the ordered list).
+  init(_ entries: [_JournalEntry], scanningUpTo limit: Int) {
+    self.entries = entries
+    scans = entries.count <= limit
+    guard !scans else { return }
     for index in entries.indices where entries[index].previousMark == 0 {
       byNode.append((ObjectIdentifier(entries[index].node), index))
     }
@@ -104,8 +115,12 @@ struct _FirstRecords {
 
   /// The index of `node`'s first record, if the write touched it.
   ///
-  /// - Complexity: O(log *n*) for *n* nodes touched.
+  /// - Complexity: O(*n*) for *n* records up to the limit the records were made with, O(log *n*)
+  ///   for *n* nodes touched past it.
   func index(of node: _AnyNode) -> Int? {
+    if scans {
+      return entries.firstIndex { $0.node === node && $0.previousMark == 0 }
+    }
     let key = ObjectIdentifier(node)
     var low = 0
     var high = byNode.count

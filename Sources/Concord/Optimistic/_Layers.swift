@@ -1,3 +1,5 @@
+import _ConcordAtomics
+
 // Optimistic layers.
 //
 // Nodes always hold what everyone sees: the visible value. An entity a pending layer wrote is
@@ -147,20 +149,44 @@ struct _Layers {
 /// One optimistic layer: the entities it wrote, in the order it first wrote them.
 @usableFromInline
 final class _Layer: @unchecked Sendable {
-  // NB: @unchecked because every field is only touched while holding the map's lock.
+  // NB: @unchecked because every field but `endedWord` is only touched while holding the map's
+  // lock, and `endedWord` only atomically.
+
+  /// 1 once the layer ended, 0 before. NB: the first stored property, read and written only
+  /// through its address (`endedAddress`), atomically: it is set under the lock, and a layer's
+  /// handle reads it without the lock (see `hasEnded`).
+  private var endedWord = 0
   let serial: Int
   // NB: see `_AnyShadow` on exclusivity checks.
   #if DEBUG
     var nodes = _InlineList<_AnyNode>()
-    var isPending = true
   #else
     @exclusivity(unchecked) var nodes = _InlineList<_AnyNode>()
-    @exclusivity(unchecked) var isPending = true
   #endif
 
   init(serial: Int) {
     self.serial = serial
   }
+
+  private var endedAddress: UnsafeMutablePointer<Int> {
+    _getUnsafePointerToStoredProperties(self).assumingMemoryBound(to: Int.self)
+  }
+
+  /// Whether the layer is neither committed nor rolled back. Set to `false` only under the
+  /// lock (by `_MapCore.finish`), and never back.
+  var isPending: Bool {
+    get { _concord_load_relaxed_word(endedAddress) == 0 }
+    set {
+      precondition(!newValue, "a layer that ended does not become pending again")
+      _concord_store_release_word(endedAddress, 1)
+    }
+  }
+
+  /// Whether the layer ended, read without the lock, from any thread: once it reads `true` it
+  /// stays `true`, so a caller with nothing to do for an ended layer can return at once (a
+  /// handle's deinit after `rollback()`, say). `false` may be stale: the caller then asks
+  /// again under the lock.
+  var hasEnded: Bool { _concord_load_acquire_word(endedAddress) != 0 }
 }
 
 /// What one shadowed entity is underneath, and what each layer over it wrote. The typed part
@@ -236,11 +262,11 @@ class _AnyShadow {
   /// Keeps the node's value as the value underneath: a write from outside stored into it.
   final func keepAsBase() { ops.keepAsBase(Unmanaged.passUnretained(self)) }
   /// Records the node's value as layer `serial`'s.
-  final func push(_ serial: Int) { ops.push(self, serial) }
+  final func push(_ serial: Int) { ops.push(Unmanaged.passUnretained(self), serial) }
   /// Forgets layer `serial`'s value.
-  final func pop(_ serial: Int) { ops.pop(self, serial) }
+  final func pop(_ serial: Int) { ops.pop(Unmanaged.passUnretained(self), serial) }
   /// Makes layer `serial`'s value the value underneath, unless a newer stamp is there.
-  final func commit(_ serial: Int) { ops.commit(self, serial) }
+  final func commit(_ serial: Int) { ops.commit(Unmanaged.passUnretained(self), serial) }
   /// What is wrong with the shadow between writes, if anything; for `_checkInvariants`.
   final func problem() -> String? { ops.problem(self) }
 }
@@ -250,15 +276,15 @@ class _AnyShadow {
 /// specialized. One per entity type, made with its table's hooks and shared by its shadows.
 @usableFromInline
 final class _ShadowOps: Sendable {
-  // NB: the shadow unretained, for the three that run on every write under a layer: the
-  // caller borrows it, and passing the reference itself retained and released it around each
-  // call.
+  // NB: the shadow unretained, for those that run on every write under a layer and on every
+  // layer made and ended: the caller borrows it, and passing the reference itself retained and
+  // released it around each call.
   @usableFromInline let lower: @Sendable (Unmanaged<_AnyShadow>, _MapCore) -> Void
   @usableFromInline let raise: @Sendable (Unmanaged<_AnyShadow>, _MapCore) -> Void
   @usableFromInline let keepAsBase: @Sendable (Unmanaged<_AnyShadow>) -> Void
-  @usableFromInline let push: @Sendable (_AnyShadow, Int) -> Void
-  @usableFromInline let pop: @Sendable (_AnyShadow, Int) -> Void
-  @usableFromInline let commit: @Sendable (_AnyShadow, Int) -> Void
+  @usableFromInline let push: @Sendable (Unmanaged<_AnyShadow>, Int) -> Void
+  @usableFromInline let pop: @Sendable (Unmanaged<_AnyShadow>, Int) -> Void
+  @usableFromInline let commit: @Sendable (Unmanaged<_AnyShadow>, Int) -> Void
   @usableFromInline let problem: @Sendable (_AnyShadow) -> String?
   /// Destroys a shadow's values and frees their storage.
   @usableFromInline let destroy: @Sendable (UnsafeMutableRawPointer) -> Void
@@ -271,9 +297,11 @@ final class _ShadowOps: Sendable {
     lower = { erased, core in erased._withUnsafeGuaranteedRef { shadow($0)._lower(core) } }
     raise = { erased, core in erased._withUnsafeGuaranteedRef { shadow($0)._raise(core) } }
     keepAsBase = { erased in erased._withUnsafeGuaranteedRef { shadow($0)._keepAsBase() } }
-    push = { shadow($0)._push($1) }
-    pop = { shadow($0)._pop($1) }
-    commit = { shadow($0)._commit($1) }
+    push = { erased, serial in erased._withUnsafeGuaranteedRef { shadow($0)._push(serial) } }
+    pop = { erased, serial in erased._withUnsafeGuaranteedRef { shadow($0)._pop(serial) } }
+    commit = { erased, serial in
+      erased._withUnsafeGuaranteedRef { shadow($0)._commit(serial) }
+    }
     problem = { shadow($0)._problem() }
     destroy = { storage in
       let values = storage.assumingMemoryBound(to: _ShadowValues<T>.self)

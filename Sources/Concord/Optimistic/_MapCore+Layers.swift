@@ -159,7 +159,7 @@ extension _MapCore {
     // NB: the layer takes the list's buffer, and gives it back emptied for the next write.
     var written: [_AnyNode] = []
     swap(&written, &outbox.written)
-    let records = _FirstRecords(journal.entries)
+    let records = _FirstRecords(journal.entries, scanningUpTo: pass.isExhaustive ? 0 : 16)
     for node in written where node.isPresent && node.s.flags.contains(.registered) {
       let existing = layers.shadow(of: node)
       // NB: listed more than once: a node this layer already shadows is on its shadow's top.
@@ -205,16 +205,29 @@ extension _MapCore {
     layer.isPending = false
     layers.pendingCount -= 1
     for node in layer.nodes {
-      guard let shadow = layers.shadow(of: node) else { continue }
-      // NB: the entity will not show what it showed before the write, which its lowering by
-      // exchange did not record when nobody compared with it (see `_Shadow._lower(_:)`): the
-      // store, at least, must hear of it.
-      if shadow.isExchanged { journal.touch(node, audience) }
-      if commit { shadow.commit(layer.serial) }
-      shadow.pop(layer.serial)
-      if shadow.entries.isEmpty && !shadow.baseExists && node.isPresent {
+      // NB: the shadow unretained: the order keeps it until `forget` takes it out.
+      guard let found = layers.unretainedShadow(of: node) else { continue }
+      let isSpent = found._withUnsafeGuaranteedRef { shadow in
+        // NB: the entity will not show what it showed before the write, which its lowering by
+        // exchange did not record when nobody compared with it (see `_Shadow._lower(_:)`):
+        // the store, at least, must hear of it.
+        if shadow.isExchanged { journal.touch(node, audience) }
+        if commit { shadow.commit(layer.serial) }
+        shadow.pop(layer.serial)
+        return shadow.entries.isEmpty && node.isPresent
+      }
+      guard isSpent else { continue }
+      let shadow = found.takeUnretainedValue()
+      if !shadow.baseExists {
+        // NB: an entity only layers created, and none is over it now: it goes.
         forget(shadow)
         remove([node])
+      } else if !commit {
+        // NB: no layer is over the entity any more, and the write lowered it: it shows its
+        // value underneath, for good. Forgotten now, the shadow is not lowered again when the
+        // write ends (`raiseShadows()`), which would show the same value. (A commit made the
+        // layer's value the value underneath: the write's end shows it.)
+        forget(shadow)
       }
     }
     layer.nodes = _InlineList()
@@ -224,6 +237,9 @@ extension _MapCore {
   /// `answer`, commits it and stores the server's answer in the same write (see
   /// `OptimisticLayer.commit(confirmedBy:)`); after the layer ended, only stores the answer.
   func end(_ layer: _Layer, commit: Bool, answer: ((_MapCore) -> Void)? = nil) {
+    // NB: a layer that ended stays ended, so there is nothing to do and no lock to take: a
+    // layer's handle calls this from its deinit, after its `rollback()` or `commit()` did.
+    if answer == nil && layer.hasEnded { return }
     lock.lock()
     guard layer.isPending || answer != nil else {
       lock.unlock()
@@ -234,8 +250,9 @@ extension _MapCore {
       lock.unlock()
       return
     }
-    lock.unlock()
-    write {
+    // NB: the write takes over the hold this took: giving it back and taking the lock again
+    // cost a second acquisition on every commit and rollback.
+    writeHoldingLock(lowering: true) {
       guard let answer else { return finish(layer, commit: commit) }
       // NB: the answer is the server's truth about what the layer wrote: an equal stamp
       // applies to those entities (and only while the layer is pending).

@@ -71,6 +71,12 @@ static inline intptr_t _concord_load_relaxed_word(const intptr_t *address) {
   return __atomic_load_n(address, __ATOMIC_RELAXED);
 }
 
+/// Reads `*address`: whatever the thread that wrote the value with release order did before
+/// happens before what this thread does next.
+static inline intptr_t _concord_load_acquire_word(const intptr_t *address) {
+  return __atomic_load_n(address, __ATOMIC_ACQUIRE);
+}
+
 /// Reads `*address` in the single order of every sequentially consistent operation.
 static inline intptr_t _concord_load_seq_cst_word(const intptr_t *address) {
   return __atomic_load_n(address, __ATOMIC_SEQ_CST);
