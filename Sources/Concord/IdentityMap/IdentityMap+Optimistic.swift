@@ -1,3 +1,5 @@
+import _ConcordAtomics
+
 extension IdentityMap {
   /// Applies the writes of `body` as a layer over the map, shown to everyone at once, and
   /// returns the layer, to commit when the server confirms or roll back when it fails.
@@ -52,7 +54,7 @@ extension IdentityMap {
   public func optimistic(_ body: (IdentityMap.Transaction) throws -> Void) rethrows
     -> OptimisticLayer
   {
-    let layer = try _core.write(lowering: false) {
+    try _core.write(lowering: false) {
       precondition(
         _core.isOutermost,
         "Concord: optimistic(_:) was called inside an update or transaction body; make layers "
@@ -61,7 +63,6 @@ extension IdentityMap {
         try body(Transaction(map: self, serial: _core.innermostTransaction))
       }
     }
-    return OptimisticLayer(layer: layer, core: _core)
   }
 }
 
@@ -71,20 +72,59 @@ extension IdentityMap {
 /// idempotent, both may be called from any thread and from a callback, and only the first call
 /// of either has an effect. Called inside an `update` or transaction body, they take effect when
 /// that write ends, even if it throws. A layer dropped while pending is rolled back.
-public final class OptimisticLayer: Sendable {
-  let layer: _Layer
-  let core: _MapCore
+public final class OptimisticLayer: @unchecked Sendable {
+  // NB: the handle is the layer's record too (one object a layer, not two). @unchecked
+  // because every field but `endedWord` is only touched while holding the map's lock, and
+  // `endedWord` only atomically.
 
-  init(layer: _Layer, core: _MapCore) {
-    self.layer = layer
+  /// 1 once the layer ended, 0 before. NB: the first stored property, read and written only
+  /// through its address (`endedAddress`), atomically: it is set under the lock, and read
+  /// without it (see `hasEnded`).
+  private var endedWord = 0
+  /// The layer's place among the layers: a newer layer has a higher serial.
+  let serial: Int
+  let core: _MapCore
+  /// The entities the layer wrote, in the order it first wrote them. NB: see `_AnyShadow` on
+  /// exclusivity checks.
+  #if DEBUG
+    var nodes = _InlineList<_AnyNode>()
+  #else
+    @exclusivity(unchecked) var nodes = _InlineList<_AnyNode>()
+  #endif
+
+  init(serial: Int, core: _MapCore) {
+    self.serial = serial
     self.core = core
   }
 
   deinit {
-    // NB: asked here too, so that a handle dropped after its `rollback()` or `commit()` does not
-    // even pass the layer and the map to `end`, which retained both around the call.
-    guard !layer.hasEnded else { return }
-    core.end(layer, commit: false)
+    // NB: asked here first, so that a handle dropped after its `rollback()` or `commit()` (the
+    // usual case) takes no lock and makes no call.
+    guard !hasEnded else { return }
+    core.end(self, commit: false, dropped: true)
+  }
+
+  private var endedAddress: UnsafeMutablePointer<Int> {
+    _getUnsafePointerToStoredProperties(self).assumingMemoryBound(to: Int.self)
+  }
+
+  /// Whether the layer ended, from any thread, with or without the lock: once it reads `true`
+  /// it stays `true`. Without the lock, `false` may be stale; a caller with something to do for
+  /// a pending layer asks again under the lock.
+  var hasEnded: Bool { _concord_load_acquire_word(endedAddress) != 0 }
+
+  /// Ends the layer, under the lock (`_MapCore.finish`), for good.
+  func markEnded() {
+    _concord_store_release_word(endedAddress, 1)
+  }
+
+  /// A layer that takes over this one's writes, for the end of a handle dropped inside a write,
+  /// which the write's end carries out: the handle itself is going. Under the lock.
+  func heir() -> OptimisticLayer {
+    let heir = OptimisticLayer(serial: serial, core: core)
+    swap(&heir.nodes, &nodes)
+    markEnded()
+    return heir
   }
 
   /// Makes the layer's values the values underneath, and ends the layer. Each entity keeps the
@@ -93,7 +133,7 @@ public final class OptimisticLayer: Sendable {
   /// into the value underneath. Layers made later stay on top. Does nothing after the layer
   /// ended.
   public func commit() {
-    core.end(layer, commit: true)
+    core.end(self, commit: true)
   }
 
   /// Commits the layer and stores `answer`, the server's reply to the request the layer
@@ -124,7 +164,7 @@ public final class OptimisticLayer: Sendable {
   /// with one answer does. The answers are stored one after the other, as separate `store`
   /// calls in a transaction would.
   public func commit<T: Identifiable & Sendable>(confirmedBy answers: [T]) {
-    core.end(layer, commit: true) { core in
+    core.end(self, commit: true) { core in
       for answer in answers { core.store(answer, stamp: nil, held: false) { _ in } }
     }
   }
@@ -133,11 +173,11 @@ public final class OptimisticLayer: Sendable {
   /// arrived while it was pending, with the layers made later re-applied on top. Entities only
   /// the layer created are removed. Does nothing after the layer ended.
   public func rollback() {
-    core.end(layer, commit: false)
+    core.end(self, commit: false)
   }
 
   /// Whether the layer is neither committed nor rolled back.
   public var isPending: Bool {
-    !layer.hasEnded
+    !hasEnded
   }
 }

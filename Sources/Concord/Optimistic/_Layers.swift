@@ -1,5 +1,3 @@
-import _ConcordAtomics
-
 // Optimistic layers.
 //
 // Nodes always hold what everyone sees: the visible value. An entity a pending layer wrote is
@@ -66,7 +64,7 @@ struct _InlineList<Element>: RandomAccessCollection {
 /// the server's answer that goes with it.
 @usableFromInline
 struct _LayerEnd {
-  let layer: _Layer
+  let layer: OptimisticLayer
   let commit: Bool
   /// Stores the answer, as the write that ends the layer.
   let answer: ((_MapCore) -> Void)?
@@ -144,49 +142,6 @@ struct _Layers {
     order.removeAllKeepingCapacity(where: shouldRemove)
     if order.count <= Self.indexedAbove && !index.isEmpty { index.removeAll() }
   }
-}
-
-/// One optimistic layer: the entities it wrote, in the order it first wrote them.
-@usableFromInline
-final class _Layer: @unchecked Sendable {
-  // NB: @unchecked because every field but `endedWord` is only touched while holding the map's
-  // lock, and `endedWord` only atomically.
-
-  /// 1 once the layer ended, 0 before. NB: the first stored property, read and written only
-  /// through its address (`endedAddress`), atomically: it is set under the lock, and a layer's
-  /// handle reads it without the lock (see `hasEnded`).
-  private var endedWord = 0
-  let serial: Int
-  // NB: see `_AnyShadow` on exclusivity checks.
-  #if DEBUG
-    var nodes = _InlineList<_AnyNode>()
-  #else
-    @exclusivity(unchecked) var nodes = _InlineList<_AnyNode>()
-  #endif
-
-  init(serial: Int) {
-    self.serial = serial
-  }
-
-  private var endedAddress: UnsafeMutablePointer<Int> {
-    _getUnsafePointerToStoredProperties(self).assumingMemoryBound(to: Int.self)
-  }
-
-  /// Whether the layer is neither committed nor rolled back. Set to `false` only under the
-  /// lock (by `_MapCore.finish`), and never back.
-  var isPending: Bool {
-    get { _concord_load_relaxed_word(endedAddress) == 0 }
-    set {
-      precondition(!newValue, "a layer that ended does not become pending again")
-      _concord_store_release_word(endedAddress, 1)
-    }
-  }
-
-  /// Whether the layer ended, read without the lock, from any thread: once it reads `true` it
-  /// stays `true`, so a caller with nothing to do for an ended layer can return at once (a
-  /// handle's deinit after `rollback()`, say). `false` may be stale: the caller then asks
-  /// again under the lock.
-  var hasEnded: Bool { _concord_load_acquire_word(endedAddress) != 0 }
 }
 
 /// What one shadowed entity is underneath, and what each layer over it wrote. The typed part

@@ -141,7 +141,7 @@ extension _MapCore {
 
   /// Runs `body` as a new layer's writes and returns the layer. The caller holds the lock, in
   /// the outermost write, not lowered.
-  func applyLayer(_ body: () throws -> Void) rethrows -> _Layer {
+  func applyLayer(_ body: () throws -> Void) rethrows -> OptimisticLayer {
     let savepoint = beginTransaction()
     outbox.recordsWrites = true
     do {
@@ -154,7 +154,7 @@ extension _MapCore {
     }
     outbox.recordsWrites = false
     layers.lastSerial += 1
-    let layer = _Layer(serial: layers.lastSerial)
+    let layer = OptimisticLayer(serial: layers.lastSerial, core: self)
     layers.pendingCount += 1
     // NB: the layer takes the list's buffer, and gives it back emptied for the next write.
     var written: [_AnyNode] = []
@@ -200,9 +200,9 @@ extension _MapCore {
   /// Ends `layer`, in a write that lowered the shadowed entities: commit makes its values the
   /// values underneath, unless a newer stamp is there; rollback forgets them, and removes what
   /// only it created. The write's end raises what is left.
-  func finish(_ layer: _Layer, commit: Bool) {
-    guard layer.isPending else { return }
-    layer.isPending = false
+  func finish(_ layer: OptimisticLayer, commit: Bool) {
+    guard !layer.hasEnded else { return }
+    layer.markEnded()
     layers.pendingCount -= 1
     for node in layer.nodes {
       // NB: the shadow unretained: the order keeps it until `forget` takes it out.
@@ -236,17 +236,22 @@ extension _MapCore {
   /// Commits or rolls back `layer` now, or when the write this thread is inside ends. With
   /// `answer`, commits it and stores the server's answer in the same write (see
   /// `OptimisticLayer.commit(confirmedBy:)`); after the layer ended, only stores the answer.
-  func end(_ layer: _Layer, commit: Bool, answer: ((_MapCore) -> Void)? = nil) {
+  /// `dropped`: the layer's deinit calls, which must not keep the layer (see `heir()`).
+  func end(
+    _ layer: OptimisticLayer, commit: Bool, dropped: Bool = false,
+    answer: ((_MapCore) -> Void)? = nil
+  ) {
     // NB: a layer that ended stays ended, so there is nothing to do and no lock to take: a
     // layer's handle calls this from its deinit, after its `rollback()` or `commit()` did.
     if answer == nil && layer.hasEnded { return }
     lock.lock()
-    guard layer.isPending || answer != nil else {
+    guard !layer.hasEnded || answer != nil else {
       lock.unlock()
       return
     }
     guard frame.depth == 0 else {
-      layers.deferred.append(_LayerEnd(layer: layer, commit: commit, answer: answer))
+      layers.deferred.append(
+        _LayerEnd(layer: dropped ? layer.heir() : layer, commit: commit, answer: answer))
       lock.unlock()
       return
     }
@@ -256,7 +261,7 @@ extension _MapCore {
       guard let answer else { return finish(layer, commit: commit) }
       // NB: the answer is the server's truth about what the layer wrote: an equal stamp
       // applies to those entities (and only while the layer is pending).
-      if layer.isPending {
+      if !layer.hasEnded {
         pass.confirming = Set(layer.nodes.lazy.map(ObjectIdentifier.init))
         finish(layer, commit: true)
       }

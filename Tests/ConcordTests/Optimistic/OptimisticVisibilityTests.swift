@@ -99,7 +99,7 @@ struct OptimisticVisibilityTests {
     let map = IdentityMap()
     let layer = map.optimistic { $0.store(Counter(id: 1, value: 1)) }
     layer.commit()
-    #expect(map._core.read { layer.layer.nodes.isEmpty })
+    #expect(map._core.read { layer.nodes.isEmpty })
     #expect(map.count == 0)
   }
 }
