@@ -210,8 +210,9 @@ extension _MapCore {
       let isSpent = found._withUnsafeGuaranteedRef { shadow in
         // NB: the entity will not show what it showed before the write, which its lowering by
         // exchange did not record when nobody compared with it (see `_Shadow._lower(_:)`):
-        // the store, at least, must hear of it.
-        if shadow.isExchanged { journal.touch(node, audience) }
+        // the store, at least, must hear of it, if there is one. With no one to read the
+        // record, the write needs none (and a rollback publishes nothing through the journal).
+        if shadow.isExchanged && journal.isRead(node, audience) { journal.touch(node, audience) }
         if commit { shadow.commit(layer.serial) }
         shadow.pop(layer.serial)
         return shadow.entries.isEmpty && node.isPresent

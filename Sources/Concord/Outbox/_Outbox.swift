@@ -230,6 +230,13 @@ extension _Outbox {
     for index in journal.entries.indices where journal.entries[index].previousMark == 0 {
       // NB: borrowed, as in `_Journal.change(at:)`.
       Unmanaged.passUnretained(journal.entries[index].node)._withUnsafeGuaranteedRef { node in
+        // NB: a node nobody subscribes to, in a map with no log and no subscription opened in
+        // the write: whatever the change, nobody below is told of it (the consumers were fed
+        // from the journal already), so it is not even worked out, which compared the value
+        // before with the value now.
+        guard
+          node.hasSubscribers || isLogging || audience.logsChangedValues || !initials.isEmpty
+        else { return }
         guard let kind = journal.change(at: index) else {
           // Created and taken out again within the write: nothing committed, but streams
           // opened on it meanwhile end.

@@ -204,10 +204,14 @@ struct SharedReadTests {
     let seen = Locked<[Int?]>([])
     let counter = map.store(Counter(id: 1, value: 1))
     let probe = map.store(Probe(id: 1, value: 1, map: map, seen: seen))
+    // NB: a subscriber, told only of a change: the commit compares the probe before and after
+    // (for a node nobody subscribes to, it tells nobody and compares nothing).
+    let subscription = probe.observe { _ in }
     map.transaction { transaction in
       transaction.store(Counter(id: 1, value: 5))
       transaction.store(Probe(id: 1, value: 2, map: map, seen: seen))
     }
+    withExtendedLifetime(subscription) {}
     #expect(seen.value.contains(5))
     #expect(!seen.value.contains(nil))
     #expect(map.holders(of: Counter.self, id: 1)?.handles == 1, "the `==`'s handles are gone")
