@@ -207,29 +207,34 @@ extension _MapCore {
     for node in layer.nodes {
       // NB: the shadow unretained: the order keeps it until `forget` takes it out.
       guard let found = layers.unretainedShadow(of: node) else { continue }
-      let isSpent = found._withUnsafeGuaranteedRef { shadow in
+      let goes = found._withUnsafeGuaranteedRef { shadow in
         // NB: the entity will not show what it showed before the write, which its lowering by
         // exchange did not record when nobody compared with it (see `_Shadow._lower(_:)`):
         // the store, at least, must hear of it, if there is one. With no one to read the
         // record, the write needs none (and a rollback publishes nothing through the journal).
         if shadow.isExchanged && journal.isRead(node, audience) { journal.touch(node, audience) }
+        // NB: the rollback of the only layer over the entity: the write lowered it, so it shows
+        // its value underneath, for good, and the shadow goes as it is, with nothing popped.
+        // (The write's end would lower it again, to show the same value.)
+        if !commit && node.isPresent && shadow.entries.count == 1
+          && shadow.entries[0].serial == layer.serial
+        {
+          return true
+        }
         if commit { shadow.commit(layer.serial) }
         shadow.pop(layer.serial)
-        return shadow.entries.isEmpty && node.isPresent
+        // NB: otherwise the shadow stays for the write's end, which shows the entity's value
+        // underneath (after a commit that left no layer over it, the layer's) and forgets it
+        // when no layer is left; but an entity no commit gave a value underneath, which only
+        // layers created, goes now.
+        return shadow.entries.isEmpty && node.isPresent && !shadow.baseExists
       }
-      guard isSpent else { continue }
+      guard goes else { continue }
       let shadow = found.takeUnretainedValue()
-      if !shadow.baseExists {
-        // NB: an entity only layers created, and none is over it now: it goes.
-        forget(shadow)
-        remove([node])
-      } else if !commit {
-        // NB: no layer is over the entity any more, and the write lowered it: it shows its
-        // value underneath, for good. Forgotten now, the shadow is not lowered again when the
-        // write ends (`raiseShadows()`), which would show the same value. (A commit made the
-        // layer's value the value underneath: the write's end shows it.)
-        forget(shadow)
-      }
+      // NB: an entity only layers created, and none is over it now, goes too.
+      let created = !shadow.baseExists
+      forget(shadow)
+      if created { remove([node]) }
     }
     layer.nodes = _InlineList()
   }
