@@ -260,7 +260,10 @@ final class _ShadowOps: Sendable {
     problem = { shadow($0)._problem() }
     destroy = { storage in
       let values = storage.assumingMemoryBound(to: _ShadowValues<T>.self)
-      values.deinitialize(count: 1)
+      // NB: moved out and dropped here, where `T` is known, rather than deinitialized in place:
+      // `deinitialize(count:)` destroyed them through the value witnesses of `_ShadowValues`,
+      // unspecialized.
+      _ = values.move()
       values.deallocate()
     }
   }
