@@ -179,8 +179,9 @@ class _AnyShadow {
   /// The operations that need the entity's type.
   @usableFromInline let ops: _ShadowOps
   /// The shadow's `_ShadowValues<T>`, which `_Shadow<T>` reads and writes. The shadow owns
-  /// it: `_Shadow.init` allocates and initializes it, and the deinit below destroys and frees
-  /// it, so it lives exactly as long as the shadow.
+  /// it: `_Shadow.init` takes storage from its ops (`_ShadowOps.storage(for:)`) and
+  /// initializes it, and the deinit below destroys the values and gives the storage back
+  /// (`recycle(_:)`), so the values live exactly as long as the shadow.
   @usableFromInline let storage: UnsafeMutableRawPointer
 
   @usableFromInline
@@ -197,6 +198,7 @@ class _AnyShadow {
 
   deinit {
     ops.destroy(storage)
+    ops.recycle(storage)
   }
 
   /// Marks the shadow and its node as exchanged for the write under way (see
@@ -229,8 +231,12 @@ class _AnyShadow {
 /// The operations on a shadow that need its entity's type, made where `T` is known, so that
 /// what runs on every write from outside (lowering, raising, keeping a value underneath) runs
 /// specialized. One per entity type, made with its table's hooks and shared by its shadows.
+///
+/// NB: @unchecked Sendable for `spare`, which only the map's writes touch, under its lock (the
+/// ops are one table's, of one map, and its shadows are made and freed in its writes), or the
+/// map's teardown.
 @usableFromInline
-final class _ShadowOps: Sendable {
+final class _ShadowOps: @unchecked Sendable {
   // NB: the shadow unretained, for those that run on every write under a layer and on every
   // layer made and ended: the caller borrows it, and passing the reference itself retained and
   // released it around each call.
@@ -241,8 +247,15 @@ final class _ShadowOps: Sendable {
   @usableFromInline let pop: @Sendable (Unmanaged<_AnyShadow>, Int) -> Void
   @usableFromInline let commit: @Sendable (Unmanaged<_AnyShadow>, Int) -> Void
   @usableFromInline let problem: @Sendable (_AnyShadow) -> String?
-  /// Destroys a shadow's values and frees their storage.
+  /// Destroys a shadow's values, leaving their storage to `recycle(_:)`.
   @usableFromInline let destroy: @Sendable (UnsafeMutableRawPointer) -> Void
+  /// The storage of a shadow freed, kept for the next shadow made: a layer and its rollback
+  /// made and freed one each, with an allocation and a free. `nil` while none is kept.
+  #if DEBUG
+    @usableFromInline var spare: UnsafeMutableRawPointer?
+  #else
+    @exclusivity(unchecked) @usableFromInline var spare: UnsafeMutableRawPointer?
+  #endif
 
   @inlinable
   init<T: Identifiable & Sendable>(of _: T.Type) {
@@ -259,13 +272,29 @@ final class _ShadowOps: Sendable {
     }
     problem = { shadow($0)._problem() }
     destroy = { storage in
-      let values = storage.assumingMemoryBound(to: _ShadowValues<T>.self)
       // NB: moved out and dropped here, where `T` is known, rather than deinitialized in place:
       // `deinitialize(count:)` destroyed them through the value witnesses of `_ShadowValues`,
       // unspecialized.
-      _ = values.move()
-      values.deallocate()
+      _ = storage.assumingMemoryBound(to: _ShadowValues<T>.self).move()
     }
+  }
+
+  deinit {
+    spare?.deallocate()
+  }
+
+  /// Storage for a new shadow's values, of `T`: the one kept, or a new one.
+  @inlinable
+  func storage<T>(for _: T.Type) -> UnsafeMutablePointer<_ShadowValues<T>> {
+    guard let kept = spare else { return .allocate(capacity: 1) }
+    spare = nil
+    return kept.assumingMemoryBound(to: _ShadowValues<T>.self)
+  }
+
+  /// Keeps `storage`, whose values were destroyed, for the next shadow, or frees it.
+  @inlinable
+  func recycle(_ storage: UnsafeMutableRawPointer) {
+    if spare == nil { spare = storage } else { storage.deallocate() }
   }
 }
 
@@ -286,7 +315,7 @@ struct _ShadowValues<T> {
 final class _Shadow<T: Identifiable & Sendable>: _AnyShadow {
   @inlinable
   init(node: _EntityNode<T>, base: T?, baseStamp: Stamp, ops: _ShadowOps) {
-    let values = UnsafeMutablePointer<_ShadowValues<T>>.allocate(capacity: 1)
+    let values = ops.storage(for: T.self)
     values.initialize(to: _ShadowValues(base: base))
     super.init(
       node: node, baseExists: base != nil, baseStamp: baseStamp, ops: ops,
