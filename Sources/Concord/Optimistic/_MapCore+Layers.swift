@@ -170,16 +170,16 @@ extension _MapCore {
       // the layer is its first journal record (a node the layer wrote bit for bit as it was has
       // none, and is left alone).
       guard let index = records.index(of: node) else { continue }
-      let record = journal.entries[index]
-      guard
-        record.saved < 0 || !record.stamp._isSame(as: node.s.stamp)
-          || node.witness.differs(node, record.saved)
+      // NB: the two fields read, not the record copied, which retained and released its links.
+      let saved = journal.entries[index].saved
+      let stamp = journal.entries[index].stamp
+      guard saved < 0 || !stamp._isSame(as: node.s.stamp) || node.witness.differs(node, saved)
       else { continue }
       let shadow: _AnyShadow
       if let existing {
         shadow = existing
       } else {
-        guard let made = node.witness.makeShadow(node, record.saved, record.stamp) else {
+        guard let made = node.witness.makeShadow(node, saved, stamp) else {
           continue
         }
         shadow = made
@@ -204,7 +204,11 @@ extension _MapCore {
     guard !layer.hasEnded else { return }
     layer.markEnded()
     layers.pendingCount -= 1
-    for node in layer.nodes {
+    // NB: taken out of the layer, which keeps nothing once it ended: iterated in place, the
+    // list was copied (and what it holds retained) and then emptied.
+    var nodes = _InlineList<_AnyNode>()
+    swap(&nodes, &layer.nodes)
+    for node in nodes {
       // NB: the shadow unretained: the order keeps it until `forget` takes it out.
       guard let found = layers.unretainedShadow(of: node) else { continue }
       let goes = found._withUnsafeGuaranteedRef { shadow in
@@ -236,7 +240,6 @@ extension _MapCore {
       forget(shadow)
       if created { remove([node]) }
     }
-    layer.nodes = _InlineList()
   }
 
   /// Commits or rolls back `layer` now, or when the write this thread is inside ends. With
