@@ -159,7 +159,7 @@ final class _MapCore: @unchecked Sendable {
 
   /// Runs `body` as ``write(lowering:afterWaitingReaders:_:)`` does, for a caller that took the
   /// lock for it: the write gives that hold back when it ends. For a caller that looks at the
-  /// map under the lock before it decides to write (`end(_:commit:answer:)`).
+  /// map under the lock before it decides to write (`end(_:commit:dropped:answer:)`).
   ///
   /// NB: always inlined, as the body of `write` was before it was split out: left to the
   /// optimizer, it became a function of its own, and every write's path with it (a store

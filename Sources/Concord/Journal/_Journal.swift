@@ -178,9 +178,8 @@ extension _Journal {
 
   /// Whether anyone would read a record of `node` made now: whoever reads its value before the
   /// write (`savesValue(of:_:)`), the store (which saves what changed), or a query or
-  /// collector waiting to start at the commit. A node no one would read the record of changes
-  /// no one's view but its own, and the change needs no record: the commit would find it and
-  /// tell no one.
+  /// collector waiting to start at the commit. When no one would, a change to the node needs
+  /// no record: the commit would find it and tell no one.
   @inlinable
   mutating func isRead(_ node: _AnyNode, _ audience: _Audience) -> Bool {
     savesValue(of: node, audience) || audience.persistedTypes > 0 || audience.startsPending

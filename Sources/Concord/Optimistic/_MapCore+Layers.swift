@@ -250,8 +250,8 @@ extension _MapCore {
     _ layer: OptimisticLayer, commit: Bool, dropped: Bool = false,
     answer: ((_MapCore) -> Void)? = nil
   ) {
-    // NB: a layer that ended stays ended, so there is nothing to do and no lock to take: a
-    // layer's handle calls this from its deinit, after its `rollback()` or `commit()` did.
+    // NB: a layer that ended stays ended, so there is nothing to do and no lock to take (a
+    // second `rollback()` or `commit()`, say; the handle's deinit asks first itself).
     if answer == nil && layer.hasEnded { return }
     lock.lock()
     guard !layer.hasEnded || answer != nil else {
