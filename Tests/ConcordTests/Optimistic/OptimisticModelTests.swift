@@ -109,10 +109,30 @@ private struct OptimisticModelRun {
     }
   }
 
+  /// A server update of `id` by `value`: underneath, or the layer's value for an entity only
+  /// layers created.
+  mutating func updateUnderneath(_ id: Int, by value: Int) {
+    if let stored = base[id] {
+      base[id] = (Counter(id: id, value: stored.value.value + value), stored.stamp)
+    } else if let shown = visible(id) {
+      base[id] = (Counter(id: id, value: shown.value + value), nil)
+    }
+  }
+
+  /// A commit of a layer's `values`: underneath unless a newer stamp is there, with the stamp
+  /// the entity showed.
+  mutating func commitUnderneath(values: [Int: Counter], stamps: [Int: Double], order: [Int]) {
+    for id in order {
+      let stamp = stamps[id]
+      if let stored = base[id]?.stamp, let stamp, stored > stamp { continue }
+      base[id] = (values[id]!, stamp ?? base[id]?.stamp)
+    }
+  }
+
   mutating func step() {
     let id = Int.random(in: ids, using: &random)
     let value = Int.random(in: 0..<5, using: &random)
-    switch Int.random(in: 0..<11, using: &random) {
+    switch Int.random(in: 0..<12, using: &random) {
     case 0, 1:
       // A server write, stamped most of the time, sometimes stale.
       let stamp: Double? =
@@ -127,12 +147,7 @@ private struct OptimisticModelRun {
     case 2:
       log.append("server update \(id) += \(value)")
       map.update(Counter.self, id: id) { $0.value += value }
-      // Underneath, or the layer's value for an entity only layers created.
-      if let stored = base[id] {
-        base[id] = (Counter(id: id, value: stored.value.value + value), stored.stamp)
-      } else if let shown = visible(id) {
-        base[id] = (Counter(id: id, value: shown.value + value), nil)
-      }
+      updateUnderneath(id, by: value)
     case 3:
       log.append("server remove \(id)")
       map.remove(Counter.self, id: id)
@@ -158,12 +173,7 @@ private struct OptimisticModelRun {
       log.append("commit layer \(index)")
       layers[index].handle.commit()
       let layer = layers.remove(at: index)
-      for id in layer.order {
-        // Underneath unless a newer stamp is there; with the stamp the entity showed.
-        let stamp = layer.stamps[id]
-        if let stored = base[id]?.stamp, let stamp, stored > stamp { continue }
-        base[id] = (layer.values[id]!, stamp ?? base[id]?.stamp)
-      }
+      commitUnderneath(values: layer.values, stamps: layer.stamps, order: layer.order)
     case 10:
       // A server transaction that throws after its writes: they went underneath, over the
       // lowered layers, and none of them stays. Before them, it reads every entity: a write
@@ -185,6 +195,31 @@ private struct OptimisticModelRun {
           "a server transaction read \(String(describing: seen[id])) for \(id), expected "
             + "\(String(describing: base[id]?.value ?? visible(id)))")
       }
+    case 11:
+      // A layer ended inside a server write: dropped, rolled back or committed there, it ends
+      // when the write does, after the write's own change (a dropped one through the record
+      // its handle hands its writes to, `OptimisticLayer.heir()`).
+      guard !layers.isEmpty else { return }
+      let index = Int.random(in: 0..<layers.count, using: &random)
+      let ending = ["drop", "roll back", "commit"][Int.random(in: 0..<3, using: &random)]
+      log.append("server update \(id) += \(value), and \(ending) layer \(index) in it")
+      // NB: the write's change first, while the layer is still there.
+      updateUnderneath(id, by: value)
+      // NB: the only reference to the handle, so that setting it to `nil` drops it.
+      var taken: ModelLayer? = layers.remove(at: index)
+      let values = taken!.values
+      let stamps = taken!.stamps
+      let order = taken!.order
+      map.transaction { transaction in
+        transaction.update(Counter.self, id: id) { $0.value += value }
+        switch ending {
+        case "drop": taken = nil
+        case "roll back": taken?.handle.rollback()
+        default: taken?.handle.commit()
+        }
+      }
+      taken = nil
+      if ending == "commit" { commitUnderneath(values: values, stamps: stamps, order: order) }
     default:
       guard !layers.isEmpty else { return }
       let index = Int.random(in: 0..<layers.count, using: &random)
