@@ -113,3 +113,29 @@ extension _AnyNode {
     Unmanaged.passUnretained(self).release()
   }
 }
+
+extension _AnyNode {
+  // MARK: Cache
+
+  /// How many places ahead a loop over scattered nodes asks for a node (see
+  /// `cacheAhead(in:from:node:)`): far enough for its line to arrive from memory while the
+  /// loop works on the ones before it, near enough that it is still in cache when the loop
+  /// comes to it.
+  @inlinable static var cacheAheadDistance: Int { 8 }
+
+  /// Asks the processor for the node of the element `cacheAheadDistance` places after `index`
+  /// in `elements`, if there is one, so that a loop over nodes in no order of memory (a hash
+  /// table's, a sort's) does not wait for each of them in turn. A hint only: it changes
+  /// nothing. (`prefetch`, elsewhere in the engine, is the store's reading ahead.)
+  ///
+  /// NB: the node's address is handed to the processor, never followed here: a node the loop
+  /// does not reach is not touched, and a hint at memory freed meanwhile does no harm.
+  @inlinable @inline(__always)
+  static func cacheAhead<Element, Node: AnyObject>(
+    in elements: [Element], from index: Int, node: (Element) -> Unmanaged<Node>
+  ) {
+    let next = index &+ cacheAheadDistance
+    guard next < elements.count else { return }
+    _concord_prefetch_for_write(UnsafeRawPointer(node(elements[next]).toOpaque()))
+  }
+}

@@ -102,6 +102,7 @@ extension _MapCore {
       // NB: purging appends new candidates to the array being walked.
       while index < lifetime.candidates.count {
         let candidate = lifetime.candidates[index]
+        _AnyNode.cacheAhead(in: lifetime.candidates, from: index) { $0 }
         index += 1
         // NB: borrowed, not retained; see `_Lifetime.candidates`.
         candidate._withUnsafeGuaranteedRef { node in

@@ -264,6 +264,7 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
       : [T](unsafeUninitializedCapacity: nodes.count) { values, initialized in
         members = [_QueryMember<T>](unsafeUninitializedCapacity: nodes.count) { members, made in
           for index in nodes.indices {
+            _AnyNode.cacheAhead(in: nodes, from: index) { $0 }
             nodes[index]._withUnsafeGuaranteedRef { node in
               (members.baseAddress! + index).initialize(to: _QueryMember(node))
               (values.baseAddress! + index).initialize(to: node.value)
@@ -308,8 +309,9 @@ final class _QueryNode<T: Identifiable & Sendable>: _Node<[T]> {
     members = []
     memberIDs = nil
     memberFilter = nil
-    for member in dropped {
-      member.node._withUnsafeGuaranteedRef {
+    for index in dropped.indices {
+      _AnyNode.cacheAhead(in: dropped, from: index) { $0.node }
+      dropped[index].node._withUnsafeGuaranteedRef {
         core.dropExternalHold(on: $0)
       }
     }

@@ -1,5 +1,5 @@
-// The few atomic operations Concord needs, over the compiler's `__atomic` builtins, and a
-// number per thread.
+// The few atomic operations Concord needs, over the compiler's `__atomic` builtins, a number
+// per thread, and a hint to the processor's cache.
 //
 // NB: `Synchronization.Atomic` needs macOS 15, iOS 18, tvOS 18, watchOS 11 and visionOS 2,
 // and the package supports older systems; swift-atomics would be a package dependency, and
@@ -201,6 +201,16 @@ static inline void _concord_spin_pause(void) {
 #elif defined(__aarch64__) || defined(__arm__)
   __asm__ __volatile__("yield");
 #endif
+}
+
+// MARK: Memory
+
+/// Asks the processor to bring the cache line at `address` in, for a write soon, without
+/// waiting for it: a loop over objects scattered in memory (nodes reached through a hash
+/// table) asks for the one a few steps ahead, so that each is in cache when the loop reaches
+/// it. Only a hint: it never faults, whatever `address` is, and changes no value.
+static inline void _concord_prefetch_for_write(const void *address) {
+  __builtin_prefetch(address, 1, 3);
 }
 
 #endif
