@@ -179,9 +179,8 @@ private func _stamping<T>(of _: T.Type) -> ((@Sendable (T) -> Stamp?)?, Bool) {
   // NB: every type the map stores is Sendable; asking for it keeps the metatype Sendable.
   guard let stamped = T.self as? any (Stamped & Sendable).Type else { return (nil, false) }
   func open<S: Stamped & Sendable>(_: S.Type) -> ((@Sendable (T) -> Stamp?)?, Bool) {
-    let conformance = _Conformance<T, S>()
-    let stamp: @Sendable (T) -> Stamp? = { conformance.stamp(of: $0) }
-    return (stamp, S.acceptsEqualStamps)
+    let stamp: @Sendable (S) -> Stamp? = { $0.stamp }
+    return (_sameType(stamp, as: (@Sendable (T) -> Stamp?).self), S.acceptsEqualStamps)
   }
   return open(stamped)
 }
@@ -190,28 +189,22 @@ private func _stamping<T>(of _: T.Type) -> ((@Sendable (T) -> Stamp?)?, Bool) {
 private func _merging<T>(of _: T.Type) -> (@Sendable (T, T) -> T)? {
   guard let mergeable = T.self as? any Mergeable.Type else { return nil }
   func open<M: Mergeable>(_: M.Type) -> @Sendable (T, T) -> T {
-    let conformance = _Conformance<T, M>()
-    return { conformance.merge($0, into: $1) }
+    let merge: @Sendable (M, M) -> M = { M.merge($0, into: $1) }
+    return _sameType(merge, as: (@Sendable (T, T) -> T).self)
   }
   return open(mergeable)
 }
 
-/// Names a value of type `T` as its type `P`, found by a dynamic cast to be the same type.
+/// `function`, a closure over a type found by a dynamic cast to be the same as the one `type`
+/// names, as that type.
 ///
-/// NB: a struct, so that the closures above capture it rather than a metatype.
-private struct _Conformance<T, P>: Sendable {
-  func value(_ value: T) -> P { unsafeBitCast(value, to: P.self) }
-  func back(_ value: P) -> T { unsafeBitCast(value, to: T.self) }
-}
-
-extension _Conformance where P: Stamped {
-  func stamp(of value: T) -> Stamp? { self.value(value).stamp }
-}
-
-extension _Conformance where P: Mergeable {
-  func merge(_ incoming: T, into stored: T) -> T {
-    back(P.merge(value(incoming), into: value(stored)))
-  }
+/// NB: both are closures over generic parameters, so they pass their values the same way
+/// (indirectly, at the most general abstraction): the cast changes no bit of the closure.
+/// Calling the requirement from such a closure borrows the values it is given, where a closure
+/// that cast each value (`unsafeBitCast(value, to: P.self)`) copied and destroyed it through
+/// its type's value witnesses, three times a merge.
+private func _sameType<Function, Target>(_ function: Function, as type: Target.Type) -> Target {
+  unsafeBitCast(function, to: type)
 }
 
 /// The process-wide cache of schemas, keyed by value type.
