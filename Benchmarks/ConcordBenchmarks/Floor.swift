@@ -83,11 +83,19 @@ final class AggregateFloor: @unchecked Sendable {
 
 /// The floor of `store.merge`: entries and users in dictionaries behind one lock, each stub
 /// merged into the stored user with the same `merge`.
+///
+/// NB: as `AggregateFloor` does, it keeps which entries nest each user (a list threaded through
+/// one array), and it compares the merged user with the stored one: what a hand-written cache
+/// needs to bring the entries up to date when a user changes, as the map's parent links and
+/// its `==` dedupe do. Until 0.4.0 it did neither.
 final class MergeFloor: @unchecked Sendable {
   // NB: @unchecked because the dictionaries are only touched while holding `lock`.
   private let lock = Lock(recursive: true)
   private var entries: [Int: Entry] = [:]
   private var users: [Int: Profile] = [:]
+  /// The entries that nest each user, threaded through `links` from the newest link of each.
+  private var newestLinkOfUser: [Int: Int32] = [:]
+  private var links: [(entry: Int, next: Int32)] = []
 
   func store(_ user: Profile) {
     lock.withLock { users[user.id] = user }
@@ -97,13 +105,30 @@ final class MergeFloor: @unchecked Sendable {
   func store(_ page: [Entry]) {
     lock.lock()
     for var entry in page {
-      let user =
-        users[entry.author.id].map { Profile.merge(entry.author, into: $0) } ?? entry.author
-      users[user.id] = user
-      entry.author = user
+      let id = entry.author.id
+      if let stored = users[id] {
+        let merged = Profile.merge(entry.author, into: stored)
+        if merged != stored {
+          users[id] = merged
+          refresh(nestersOf: id, with: merged)
+        }
+        entry.author = merged
+      } else {
+        users[id] = entry.author
+      }
+      links.append((entry.id, newestLinkOfUser.updateValue(Int32(links.count), forKey: id) ?? -1))
       entries[entry.id] = entry
     }
     lock.unlock()
+  }
+
+  /// Brings every entry that nests the user `id` up to date with `user`.
+  private func refresh(nestersOf id: Int, with user: Profile) {
+    var link = newestLinkOfUser[id] ?? -1
+    while link >= 0 {
+      entries[links[Int(link)].entry]?.author = user
+      link = links[Int(link)].next
+    }
   }
 }
 
