@@ -18,7 +18,7 @@ public struct SeededGenerator: RandomNumberGenerator {
 }
 
 /// How many steps the seeded random tests take: `CONCORD_RANDOM_STEPS` (CI shortens it under
-/// ThreadSanitizer), 100,000 by default, divided by `share` for a test that takes a part of it.
+/// the sanitizers), 100,000 by default, divided by `share` for a test that takes a part of it.
 public func randomSteps(share: Int = 1) -> Int {
   (ProcessInfo.processInfo.environment["CONCORD_RANDOM_STEPS"].flatMap(Int.init) ?? 100_000)
     / share
