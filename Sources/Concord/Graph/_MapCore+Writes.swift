@@ -106,7 +106,7 @@ extension _MapCore {
         // NB: a ``Stamped`` value's stamp is only known from the body's result; otherwise a
         // stale call stamp is refused before the body runs. An equal one may still be a quiet
         // no-op, which only the result can tell.
-        guard schema.stamp != nil || node.admits(stamp) || stamp == node.s.stamp else {
+        guard schema.stamping != nil || node.admits(stamp) || stamp == node.s.stamp else {
           outbox.logStale(node, incoming: stamp)
           return true
         }
@@ -167,7 +167,7 @@ extension _MapCore {
     guard let old = node.value else { return false }
     let schema = node.schema.takeUnretainedValue()
     // NB: as in `update(_:id:stamp:_:)`, a stamped value's stamp is known from the result.
-    guard schema.stamp != nil || node.admits(stamp) || stamp == node.s.stamp else {
+    guard schema.stamping != nil || node.admits(stamp) || stamp == node.s.stamp else {
       outbox.logStale(node, incoming: stamp)
       return true
     }

@@ -370,7 +370,7 @@ extension _Pass {
   ) -> Bool {
     root.withSchema { schema in
       let verdict = verdict ?? self.verdict(root, payload, schema, stamp: stamp)
-      let merges = schema.merge != nil && mergeFromDepth == 0
+      let merges = schema.merging != nil && mergeFromDepth == 0
       if schema.isLeaf {
         // A value holding no nested entity: the pass is its root's claim, kept out of the
         // buffers, and nothing is expanded.
@@ -382,7 +382,7 @@ extension _Pass {
         // NB: a Mergeable entity holding no nested entity has no other occurrence: it merges
         // here, into the stored value; a merged claim keeps a real stamp only, as in
         // `_Node._mergeClaimChain`.
-        let merged = schema.merge.unsafelyUnwrapped(payload, root.value)
+        let merged = schema.merging.unsafelyUnwrapped.merge(payload, into: root.value)
         applyRoot(
           root, merged, schema, verdict, stamp: stamp?.isNaN == true ? nil : stamp,
           publishing: publishing)
@@ -780,7 +780,7 @@ extension _Pass {
       let unreadable = fresh && table.cannotRead(child.id)
       if unreadable { buffers.unreadableIn.append(Int32(at.claim)) }
       // NB: an occurrence that loses is dropped, unless it is to be merged.
-      guard !loses || schema.merge != nil else {
+      guard !loses || schema.merging != nil else {
         rebuilds = true
         return
       }
@@ -803,12 +803,12 @@ extension _Pass {
       }
       // NB: kept aside only when needed: an aggregate is expanded from its value, a Mergeable
       // entity merged; a plain entity is read again where it occurs.
-      let kept = schema.merge != nil || !schema.isLeaf || isExhaustive
+      let kept = schema.merging != nil || !schema.isLeaf || isExhaustive
       let payload =
         kept
         ? withCore { $0.journal.keep(child, in: table.stash) } : _Claim.inPlace
       if !kept { claims[at.claim].readsInPlace = true }
-      if verdict != .accepted || isOffered || (schema.merge != nil && !created) {
+      if verdict != .accepted || isOffered || (schema.merging != nil && !created) {
         rebuilds = true
       }
       if loses {
@@ -851,7 +851,7 @@ extension _Pass {
       withCore { $0.didCreate(node, held: false, journaled: true) }
       mark(node, .fresh)
       let schema = table.schema
-      let kept = schema.merge != nil || !schema.isLeaf
+      let kept = schema.merging != nil || !schema.isLeaf
       let stamp = schema.stamp(of: child, call: nil)
       if !kept { claims[at.claim].readsInPlace = true }
       offer(
@@ -930,7 +930,7 @@ extension _Pass {
     {
       return .accepted
     }
-    let merged = schema.merge.map { $0(payload, node.value) } ?? payload
+    let merged = schema.merging?.merge(payload, into: node.value) ?? payload
     return schema.ownFieldsEqual(node.value, merged) ? .unchanged : .stale
   }
 

@@ -17,11 +17,11 @@ final class _Schema<Root>: Sendable {
   /// Whether `Root` is `Equatable`.
   @usableFromInline let isEquatable: Bool
   /// The value's own stamp, when `Root` is ``Stamped``.
-  @usableFromInline let stamp: (@Sendable (Root) -> Stamp?)?
+  @usableFromInline let stamping: (any _Stamping<Root>)?
   /// ``Stamped/acceptsEqualStamps``; `false` for other types.
   @usableFromInline let acceptsEqualStamps: Bool
   /// ``Mergeable/merge(_:into:)``, when `Root` is Mergeable.
-  @usableFromInline let merge: (@Sendable (Root, Root) -> Root)?
+  @usableFromInline let merging: (any _Merging<Root>)?
 
   @usableFromInline
   init(accessors: [_Accessor<Root>]) {
@@ -29,8 +29,8 @@ final class _Schema<Root>: Sendable {
     self.erasedAccessors = ContiguousArray(accessors.map { $0 as any AnyObject & Sendable })
     self.equality = _equality(of: Root.self)
     self.isEquatable = equality != nil
-    (stamp, acceptsEqualStamps) = _stamping(of: Root.self)
-    merge = _merging(of: Root.self)
+    (stamping, acceptsEqualStamps) = _stamping(of: Root.self)
+    merging = _merging(of: Root.self)
   }
 
   /// The schema of an alias's slot, `Root` being `Wrapped?`: the slot records the stamp of the
@@ -43,13 +43,9 @@ final class _Schema<Root>: Sendable {
     self.erasedAccessors = ContiguousArray(accessors.map { $0 as any AnyObject & Sendable })
     self.equality = _equality(of: Root.self)
     self.isEquatable = equality != nil
-    if let wrappedStamp = wrapped.stamp {
-      stamp = { (value: Wrapped?) -> Stamp? in value.flatMap(wrappedStamp) }
-    } else {
-      stamp = nil
-    }
+    stamping = wrapped.stamping.map { _SlotStamping(wrapped: $0) }
     acceptsEqualStamps = wrapped.acceptsEqualStamps
-    merge = nil
+    merging = nil
   }
 
   /// Whether two values have the same own fields, their nested entities aside (a required
@@ -69,8 +65,8 @@ final class _Schema<Root>: Sendable {
   /// the call's otherwise.
   @inlinable
   func stamp(of value: Root, call: Stamp?) -> Stamp? {
-    guard let stamp else { return call }
-    return stamp(value) ?? call
+    // NB: optional chaining borrows the reference, where binding it retained it.
+    stamping?.stamp(of: value) ?? call
   }
 
   /// The stamp of an `update` whose body turned `old` into `value`: the value's own when it is
@@ -78,8 +74,8 @@ final class _Schema<Root>: Sendable {
   /// unstamped and keeps the stored stamp).
   @inlinable
   func stamp(of value: Root, replacing old: Root, call: Stamp?) -> Stamp? {
-    guard let stamp, let newStamp = stamp(value) else { return call }
-    return newStamp == stamp(old) ? call : newStamp
+    guard let newStamp = stamping?.stamp(of: value) else { return call }
+    return newStamp == stamping?.stamp(of: old) ? call : newStamp
   }
 
   /// The accessor at `index`.
@@ -164,6 +160,47 @@ final class _EquatableEquality<T: Equatable>: _Equality {
   func equal(_ lhs: T, _ rhs: T) -> Bool { lhs == rhs }
 }
 
+/// ``Stamped/stamp`` of values of type `T`.
+///
+/// NB: class-bound, as ``_Equality`` is, and made over the conformance by a checked cast of the
+/// object, once per type: a call borrows the value it is given, where a closure that cast each
+/// value to the conformance's type (an `unsafeBitCast`) copied and destroyed it through its
+/// value witnesses. (A bit cast of the conformance's closure to the schema's type would borrow
+/// too, but holds only while the code that casts stays unspecialized: a closure over a concrete
+/// type passes its values directly.)
+@usableFromInline
+protocol _Stamping<T>: AnyObject, Sendable {
+  associatedtype T
+  /// The value's own stamp, if it has one.
+  func stamp(of value: T) -> Stamp?
+}
+
+/// The stamp of a ``Stamped`` type.
+final class _StampedStamping<S: Stamped>: _Stamping {
+  func stamp(of value: S) -> Stamp? { value.stamp }
+}
+
+/// The stamp of an alias's slot: that of the value it names, none when empty.
+final class _SlotStamping<Wrapped>: _Stamping {
+  let wrapped: any _Stamping<Wrapped>
+  init(wrapped: any _Stamping<Wrapped>) { self.wrapped = wrapped }
+  func stamp(of value: Wrapped?) -> Stamp? { value.flatMap { wrapped.stamp(of: $0) } }
+}
+
+/// ``Mergeable/merge(_:into:)`` for values of type `T`; class-bound as ``_Stamping`` is, and
+/// for the same reason.
+@usableFromInline
+protocol _Merging<T>: AnyObject, Sendable {
+  associatedtype T
+  /// `incoming` merged into `stored`.
+  func merge(_ incoming: T, into stored: T) -> T
+}
+
+/// The merge of a ``Mergeable`` type.
+final class _MergeableMerging<M: Mergeable>: _Merging {
+  func merge(_ incoming: M, into stored: M) -> M { M.merge(incoming, into: stored) }
+}
+
 /// `==` for `T`, when `T` is `Equatable`.
 private func _equality<T>(of _: T.Type) -> (any _Equality<T>)? {
   guard let equatable = T.self as? any Equatable.Type else { return nil }
@@ -175,36 +212,23 @@ private func _equality<T>(of _: T.Type) -> (any _Equality<T>)? {
 }
 
 /// `stamp` and `acceptsEqualStamps` of `T`, when `T` is ``Stamped``.
-private func _stamping<T>(of _: T.Type) -> ((@Sendable (T) -> Stamp?)?, Bool) {
-  // NB: every type the map stores is Sendable; asking for it keeps the metatype Sendable.
-  guard let stamped = T.self as? any (Stamped & Sendable).Type else { return (nil, false) }
-  func open<S: Stamped & Sendable>(_: S.Type) -> ((@Sendable (T) -> Stamp?)?, Bool) {
-    let stamp: @Sendable (S) -> Stamp? = { $0.stamp }
-    return (_sameType(stamp, as: (@Sendable (T) -> Stamp?).self), S.acceptsEqualStamps)
+private func _stamping<T>(of _: T.Type) -> ((any _Stamping<T>)?, Bool) {
+  guard let stamped = T.self as? any Stamped.Type else { return (nil, false) }
+  func open<S: Stamped>(_: S.Type) -> ((any _Stamping<T>)?, Bool) {
+    // NB: S is T; the cast runs once per type.
+    ((_StampedStamping<S>() as! any _Stamping<T>), S.acceptsEqualStamps)
   }
   return open(stamped)
 }
 
 /// `merge(_:into:)` of `T`, when `T` is ``Mergeable``.
-private func _merging<T>(of _: T.Type) -> (@Sendable (T, T) -> T)? {
+private func _merging<T>(of _: T.Type) -> (any _Merging<T>)? {
   guard let mergeable = T.self as? any Mergeable.Type else { return nil }
-  func open<M: Mergeable>(_: M.Type) -> @Sendable (T, T) -> T {
-    let merge: @Sendable (M, M) -> M = { M.merge($0, into: $1) }
-    return _sameType(merge, as: (@Sendable (T, T) -> T).self)
+  func open<M: Mergeable>(_: M.Type) -> any _Merging<T> {
+    // NB: M is T; the cast runs once per type.
+    _MergeableMerging<M>() as! any _Merging<T>
   }
   return open(mergeable)
-}
-
-/// `function`, a closure over a type found by a dynamic cast to be the same as the one `type`
-/// names, as that type.
-///
-/// NB: both are closures over generic parameters, so they pass their values the same way
-/// (indirectly, at the most general abstraction): the cast changes no bit of the closure.
-/// Calling the requirement from such a closure borrows the values it is given, where a closure
-/// that cast each value (`unsafeBitCast(value, to: P.self)`) copied and destroyed it through
-/// its type's value witnesses, three times a merge.
-private func _sameType<Function, Target>(_ function: Function, as type: Target.Type) -> Target {
-  unsafeBitCast(function, to: type)
 }
 
 /// The process-wide cache of schemas, keyed by value type.

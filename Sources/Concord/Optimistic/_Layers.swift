@@ -466,8 +466,8 @@ final class _Shadow<T: Identifiable & Sendable>: _AnyShadow {
     // gave none, the one it kept. A newer stamp underneath means the server wrote since: it wins.
     if baseExists && !baseStamp.isNaN && !stamp.isNaN && baseStamp > stamp { return }
     let value = values[index]
-    if baseExists, let stored = base, let merge = entity.table.schema.merge {
-      base = merge(value, stored)
+    if baseExists, let stored = base, let merging = entity.table.schema.merging {
+      base = merging.merge(value, into: stored)
     } else {
       base = value
     }

@@ -154,10 +154,10 @@ extension _Node {
   @inlinable
   final func _mergeClaims(_ index: Int, _ pass: _Pass, atExpansion: Bool) {
     withSchema { schema in
-      guard let merge = schema.merge, schema.isLeaf != atExpansion,
+      guard let merging = schema.merging, schema.isLeaf != atExpansion,
         pass.claims[index].depth >= pass.request.mergeFromDepth
       else { return }
-      _mergeClaimChain(index, pass, merge)
+      _mergeClaimChain(index, pass, merging)
     }
   }
 
@@ -167,7 +167,7 @@ extension _Node {
   // metadata at every merge).
   @inlinable @inline(never)
   final func _mergeClaimChain(
-    _ index: Int, _ pass: _Pass, _ merge: @Sendable (Value, Value) -> Value
+    _ index: Int, _ pass: _Pass, _ merging: any _Merging<Value>
   ) {
     let fresh = s.bits.contains(.fresh)
     var chain: [Int] = []
@@ -187,7 +187,7 @@ extension _Node {
     func fold(_ claim: _Claim) {
       guard claim.verdict == .accepted else { return }
       let payload = stash.values[Int(claim.payload)]
-      merged = merged.map { merge(payload, $0) } ?? payload
+      merged = merged.map { merging.merge(payload, into: $0) } ?? payload
       applies = true
       if let claimStamp = claim.stamp, !claimStamp.isNaN {
         stamp = max(stamp ?? claimStamp, claimStamp)
@@ -284,7 +284,7 @@ extension _Node {
   @usableFromInline
   final func _flagsMatchSchema() -> Bool {
     withSchema { schema in
-      s.flags.contains(.mergeable) == (schema.merge != nil)
+      s.flags.contains(.mergeable) == (schema.merging != nil)
         && (!s.flags.contains(.leaf) || schema.isLeaf)
     }
   }

@@ -222,7 +222,7 @@ final class _Table<T: Identifiable & Sendable>: _AnyTable {
     let schema = _Schema<T>.entity
     let stash = _Stash<T>()
     var flags = _NodeFlags.registered
-    if schema.merge != nil { flags.insert(.mergeable) }
+    if schema.merging != nil { flags.insert(.mergeable) }
     if schema.isLeaf { flags.insert(.leaf) }
     self.schema = schema
     self.stash = stash
